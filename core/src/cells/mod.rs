@@ -1,0 +1,699 @@
+//! Persistent REPL cells (`k`/`km`) on top of the supervisor.
+//!
+//! The engine lives inside a `k` session's supervisor and holds all cell
+//! state: the active cell and its lock, results not yet polled, the event
+//! stream and the filtered view. `k poll` is therefore one request answered
+//! from memory, and `km` gets events pushed over the socket — no log files to
+//! tail and no polling loops (agent-tty did both on top of tmux).
+
+pub mod frame;
+pub mod output;
+pub mod view;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use self::frame::{FrameDetector, HookDetector, IntegrationDetector, PromptDetector, RepeatDetector};
+use self::output::OutputBuffer;
+use self::view::{FilteredView, FRAME_ENTERS};
+use crate::pty::PtyWriter;
+use crate::screen::strip::{AnsiStripper, Piece};
+use crate::session::SessionName;
+use crate::socket::protocol::{CellEvent, CellReply, CellState, CellStatusReply, ExitInfo};
+use crate::time::now_iso;
+
+/// Output quiet time after which a hook is shown the line in progress.
+const HOOK_PROBE_QUIET: Duration = Duration::from_millis(50);
+/// Events kept for `km -1` to find completions that already happened.
+const EVENT_HISTORY: usize = 256;
+/// Finished results kept for polling.
+const RESULTS_KEPT: usize = 64;
+
+/// How a session's cells are framed, chosen at `k new`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum FrameMode {
+    /// 5 Enters after the code; 5 identical lines end the frame.
+    Repeat,
+    /// A line equal to this prompt ends the frame.
+    Prompt(String),
+    /// This executable reads output lines; its exit ends the frame.
+    Hook(PathBuf),
+    /// The REPL's profile marks prompts with OSC 133 (see adapters).
+    Integration(Integration),
+}
+
+/// A REPL profile's integration, rendered for one session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Integration {
+    pub profile: String,
+    /// Typed once at start.
+    pub setup: String,
+    pub run_file: String,
+    pub file_suffix: String,
+    pub file_prologue: String,
+    pub type_simple_lines: bool,
+    pub exit_status: bool,
+    pub newline_after_start: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellsConfig {
+    pub frame: FrameMode,
+    /// Per-session secret carried by integration marks.
+    pub token: String,
+    /// Private (0700) directory for cell files.
+    pub files_dir: PathBuf,
+    /// The command runs bash (multi-line code is sourced in line modes too).
+    pub bash: bool,
+}
+
+impl CellsConfig {
+    /// The configuration for `command_line`: integration when a profile
+    /// knows the REPL and no `--prompt` was given.
+    pub fn for_command(command_line: &str, prompt: Option<FrameMode>, files_dir: PathBuf) -> Self {
+        let token = random_hex(8);
+        let program = agent_comms_adapters::program_of(command_line);
+        let frame = prompt.unwrap_or_else(|| {
+            match agent_comms_adapters::repl_for_command(command_line) {
+                Some(p) => FrameMode::Integration(render(&p, &token)),
+                None => FrameMode::Repeat,
+            }
+        });
+        Self {
+            frame,
+            token,
+            files_dir,
+            bash: program.as_deref() == Some("bash"),
+        }
+    }
+
+    pub fn mode_name(&self) -> String {
+        match &self.frame {
+            FrameMode::Repeat => "repeat".into(),
+            FrameMode::Prompt(p) => format!("prompt {p:?}"),
+            FrameMode::Hook(h) => format!("hook {}", h.display()),
+            FrameMode::Integration(i) => format!("integration ({})", i.profile),
+        }
+    }
+}
+
+fn render(profile: &agent_comms_adapters::ReplProfile, token: &str) -> Integration {
+    let r = &profile.repl;
+    let script = r.setup_script.as_deref().unwrap_or("").replace("{token}", token);
+    let setup = r
+        .setup
+        .replace("{token}", token)
+        .replace("{script_b64}", &base64(script.as_bytes()));
+    Integration {
+        profile: profile.name.clone(),
+        setup,
+        run_file: r.run_file.clone(),
+        file_suffix: r.file_suffix.clone(),
+        file_prologue: r.file_prologue.replace("{token}", token),
+        type_simple_lines: r.type_simple_lines,
+        exit_status: r.exit_status,
+        newline_after_start: r.newline_after_start,
+    }
+}
+
+/// Messages from helper threads back into the event loop.
+#[derive(Debug)]
+pub enum EngineNote {
+    HookExited { cell_id: String },
+}
+
+struct ActiveCell {
+    id: String,
+    deadline: Instant,
+    detector: Box<dyn FrameDetector>,
+    output: OutputBuffer,
+    waiter: Option<oneshot::Sender<CellReply>>,
+    /// Bytes not yet typed because the REPL is not at its prompt yet.
+    pending_input: Option<Vec<u8>>,
+    timed_out: bool,
+    timeout_polled: bool,
+    file: Option<PathBuf>,
+    hook_pid: Option<u32>,
+    last_output: Instant,
+}
+
+pub struct CellEngine {
+    session: SessionName,
+    config: CellsConfig,
+    writer: PtyWriter,
+    notes: mpsc::UnboundedSender<EngineNote>,
+    stripper: AnsiStripper,
+    /// Integration: set-up done and the REPL is at a marked prompt.
+    at_prompt: bool,
+    seen_setup_mark: bool,
+    /// Integration: prompts still owed by an interrupt, to be ignored.
+    stale_prompts: u32,
+    active: Option<ActiveCell>,
+    results: VecDeque<CellReply>,
+    latest: Option<String>,
+    events: broadcast::Sender<CellEvent>,
+    past: VecDeque<CellEvent>,
+    view: FilteredView,
+}
+
+impl CellEngine {
+    pub fn new(session: SessionName, config: CellsConfig, writer: PtyWriter, notes: mpsc::UnboundedSender<EngineNote>) -> Self {
+        let _ = std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&config.files_dir);
+        Self {
+            session,
+            at_prompt: !matches!(config.frame, FrameMode::Integration(_)),
+            config,
+            writer,
+            notes,
+            stripper: AnsiStripper::default(),
+            seen_setup_mark: false,
+            stale_prompts: 0,
+            active: None,
+            results: VecDeque::new(),
+            latest: None,
+            events: broadcast::channel(EVENT_HISTORY).0,
+            past: VecDeque::new(),
+            view: FilteredView::default(),
+        }
+    }
+
+    /// What to type at start (the integration set-up), if anything.
+    pub fn setup_input(&self) -> Vec<u8> {
+        match &self.config.frame {
+            FrameMode::Integration(i) => {
+                let mut out = Vec::new();
+                for line in i.setup.lines() {
+                    out.extend_from_slice(line.as_bytes());
+                    out.push(b'\r');
+                }
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Ready for cells: set-up complete (always, outside integration).
+    pub fn is_ready(&self) -> bool {
+        self.at_prompt
+    }
+
+    pub fn on_output(&mut self, bytes: &[u8]) {
+        let mut pieces: Vec<(bool, Vec<u8>)> = Vec::new();
+        self.stripper.feed(bytes, &mut |p| match p {
+            Piece::Text(t) => pieces.push((true, t.to_vec())),
+            Piece::Osc(o) => pieces.push((false, o.to_vec())),
+        });
+        for (is_text, data) in pieces {
+            if is_text {
+                self.on_text(&data);
+            } else {
+                self.on_osc(&data);
+            }
+        }
+    }
+
+    fn on_text(&mut self, text: &[u8]) {
+        let shown = self.view.text(text);
+        self.broadcast_lines(shown);
+        let Some(cell) = self.active.as_mut() else { return };
+        cell.last_output = Instant::now();
+        if cell.timed_out || cell.pending_input.is_some() {
+            return;
+        }
+        if let Some(end) = cell.detector.text(text, &mut cell.output) {
+            self.finish_frame(end.exit_code);
+        }
+    }
+
+    fn on_osc(&mut self, payload: &[u8]) {
+        if let FrameMode::Integration(_) = self.config.frame {
+            if payload == format!("133;A;{}", self.config.token).as_bytes() {
+                self.seen_setup_mark = true;
+                return;
+            }
+            if IntegrationDetector::end_mark(payload, &self.config.token).is_some() {
+                if !self.at_prompt {
+                    // The first marked prompt after set-up, or the prompt an
+                    // interrupt produced: the REPL is ready for code now.
+                    if self.seen_setup_mark {
+                        self.at_prompt = true;
+                        self.send_pending();
+                    }
+                    return;
+                }
+                if self.stale_prompts > 0 {
+                    self.stale_prompts -= 1;
+                    if self.stale_prompts == 0 {
+                        self.send_pending();
+                    }
+                    return;
+                }
+            }
+        }
+        let Some(cell) = self.active.as_mut() else { return };
+        if cell.timed_out || cell.pending_input.is_some() {
+            return;
+        }
+        if let Some(end) = cell.detector.osc(payload, &mut cell.output) {
+            self.finish_frame(end.exit_code);
+        }
+    }
+
+    fn send_pending(&mut self) {
+        if self.stale_prompts > 0 || !self.at_prompt {
+            return;
+        }
+        if let Some(input) = self.active.as_mut().and_then(|c| c.pending_input.take()) {
+            self.writer.write(input);
+        }
+    }
+
+    pub fn on_note(&mut self, note: EngineNote) {
+        match note {
+            EngineNote::HookExited { cell_id } => {
+                let Some(cell) = self.active.as_mut().filter(|c| c.id == cell_id && !c.timed_out) else {
+                    return;
+                };
+                let mut lines = Vec::new();
+                if cell.detector.hook_exited(&mut lines).is_some() {
+                    cell.hook_pid = None;
+                    self.finish_frame(None);
+                }
+            }
+        }
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let cell = self.active.as_ref().filter(|c| !c.timed_out)?;
+        let probe = cell
+            .detector
+            .wants_quiet()
+            .then(|| cell.last_output + HOOK_PROBE_QUIET)
+            .filter(|p| *p > Instant::now());
+        Some(probe.map_or(cell.deadline, |p| p.min(cell.deadline)))
+    }
+
+    pub fn on_tick(&mut self, now: Instant) {
+        let Some(cell) = self.active.as_mut().filter(|c| !c.timed_out) else { return };
+        if now < cell.deadline {
+            if cell.detector.wants_quiet() && now >= cell.last_output + HOOK_PROBE_QUIET {
+                cell.detector.quiet();
+                // Do not probe again until more output arrives.
+                cell.last_output = now + Duration::from_secs(3600);
+            }
+            return;
+        }
+        // The REPL may still be busy: the lock stays until `k int`/`k kill`.
+        cell.timed_out = true;
+        kill_hook(cell);
+        let id = cell.id.clone();
+        let reply = reply(&id, CellState::Timeout, String::new());
+        if let Some(waiter) = cell.waiter.take() {
+            let _ = waiter.send(reply);
+        }
+        self.emit_cell(&id, CellState::Timeout);
+    }
+
+    /// The frame of the active cell ended.
+    fn finish_frame(&mut self, exit_code: Option<i32>) {
+        let Some(mut cell) = self.active.take() else { return };
+        kill_hook(&mut cell);
+        let output = match cell.detector.lines() {
+            Some(lines) => lines.join("\n"),
+            None => std::mem::take(&mut cell.output).finish(),
+        };
+        let mut result = reply(&cell.id, CellState::Done, output);
+        result.exit_code = exit_code;
+        self.settle(cell, result, CellState::Done);
+    }
+
+    /// Hands `result` to the waiting `run`, or keeps it for `poll`.
+    fn settle(&mut self, mut cell: ActiveCell, result: CellReply, event: CellState) {
+        remove_file(&cell.file);
+        match cell.waiter.take() {
+            Some(waiter) => {
+                if let Err(unsent) = waiter.send(result) {
+                    self.keep_result(unsent);
+                }
+            }
+            None => self.keep_result(result),
+        }
+        self.emit_cell(&cell.id, event);
+    }
+
+    fn keep_result(&mut self, result: CellReply) {
+        if self.results.len() == RESULTS_KEPT {
+            self.results.pop_front();
+        }
+        self.results.push_back(result);
+    }
+
+    pub fn on_exit(&mut self, info: &ExitInfo) {
+        if let Some(mut cell) = self.active.take() {
+            kill_hook(&mut cell);
+            let result = reply(&cell.id, CellState::Error, format!("session exited ({info})"));
+            remove_file(&cell.file);
+            if let Some(waiter) = cell.waiter.take() {
+                let _ = waiter.send(result);
+            }
+        }
+        self.emit(CellEvent::Closed { ts: now_iso() });
+        let _ = std::fs::remove_dir_all(&self.config.files_dir);
+    }
+
+    /// Starts a cell. `Ok` carries the receiver of the final reply (only
+    /// with `wait`); `Err` is the reply to give at once (fired, or refused).
+    pub fn run(&mut self, code: String, timeout_ms: u64, wait: bool) -> Result<oneshot::Receiver<CellReply>, CellReply> {
+        if let Some(active) = &self.active {
+            return Err(error_reply(None, format!("active cell '{}'", active.id)));
+        }
+        let id = random_hex(6);
+        let (input, file, detector, hook_pid) = match self.prepare(&id, &code) {
+            Ok(p) => p,
+            Err(message) => return Err(error_reply(None, format!("send failed: {message}"))),
+        };
+        let now = Instant::now();
+        let ready = self.at_prompt && self.stale_prompts == 0;
+        if ready {
+            self.writer.write(input.clone());
+        }
+        let (tx, rx) = oneshot::channel();
+        self.active = Some(ActiveCell {
+            id: id.clone(),
+            deadline: now + Duration::from_millis(timeout_ms),
+            detector,
+            output: OutputBuffer::default(),
+            waiter: wait.then_some(tx),
+            pending_input: (!ready).then_some(input),
+            timed_out: false,
+            timeout_polled: false,
+            file,
+            hook_pid,
+            last_output: now,
+        });
+        self.latest = Some(id.clone());
+        self.emit_cell(&id, CellState::Fired);
+        if wait {
+            Ok(rx)
+        } else {
+            Err(reply(&id, CellState::Fired, String::new()))
+        }
+    }
+
+    /// The bytes to type, the cell file, and the detector for one cell.
+    #[allow(clippy::type_complexity)]
+    fn prepare(&self, id: &str, code: &str) -> Result<(Vec<u8>, Option<PathBuf>, Box<dyn FrameDetector>, Option<u32>), String> {
+        let enters = "\r".repeat(FRAME_ENTERS);
+        match &self.config.frame {
+            FrameMode::Integration(i) => {
+                if i.type_simple_lines && is_simple_line(code) {
+                    let d = IntegrationDetector::new(&self.config.token, i.newline_after_start, i.exit_status);
+                    return Ok((format!("{code}\r").into_bytes(), None, Box::new(d), None));
+                }
+                let path = self.config.files_dir.join(format!("{id}{}", i.file_suffix));
+                write_private(&path, &format!("{}{code}\n", i.file_prologue)).map_err(|e| e.to_string())?;
+                let typed = i.run_file.replace("{file}", &path.display().to_string());
+                let d = IntegrationDetector::new(&self.config.token, i.newline_after_start, i.exit_status);
+                Ok((format!("{typed}\r").into_bytes(), Some(path), Box::new(d), None))
+            }
+            mode => {
+                // agent-tty's framing: multi-line bash code is sourced from a
+                // file; everything else is pasted line by line.
+                let (send, file) = if self.config.bash && !matches!(mode, FrameMode::Prompt(_)) && echo_lines(code) > 1 {
+                    let path = self.config.files_dir.join(format!("{id}.sh"));
+                    write_private(&path, &format!("{code}\n")).map_err(|e| e.to_string())?;
+                    (format!("source '{}'", path.display()), Some(path))
+                } else {
+                    (code.trim_start().to_owned(), None)
+                };
+                let echo = echo_lines(&send);
+                let mut input = send.split('\n').collect::<Vec<_>>().join("\r");
+                input.push('\r');
+                let (detector, hook_pid): (Box<dyn FrameDetector>, _) = match mode {
+                    FrameMode::Prompt(p) => (Box::new(PromptDetector::new(p, echo)), None),
+                    FrameMode::Hook(path) => {
+                        input.push_str(&enters);
+                        let (tx, pid) = self.spawn_hook(id, path).map_err(|e| format!("hook {}: {e}", path.display()))?;
+                        (Box::new(HookDetector::new(echo, tx)), Some(pid))
+                    }
+                    _ => {
+                        input.push_str(&enters);
+                        (Box::new(RepeatDetector::new(echo)), None)
+                    }
+                };
+                Ok((input.into_bytes(), file, detector, hook_pid))
+            }
+        }
+    }
+
+    fn spawn_hook(&self, id: &str, path: &std::path::Path) -> std::io::Result<(std::sync::mpsc::Sender<String>, u32)> {
+        let mut child = std::process::Command::new(path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let pid = child.id();
+        let tx = frame::hook_writer(child.stdin.take().expect("piped"));
+        let notes = self.notes.clone();
+        let cell_id = id.to_owned();
+        std::thread::spawn(move || {
+            let _ = child.wait();
+            let _ = notes.send(EngineNote::HookExited { cell_id });
+        });
+        Ok((tx, pid))
+    }
+
+    pub fn poll(&mut self, cell_id: Option<&str>) -> CellReply {
+        let id = match cell_id {
+            Some(id) if is_cell_id(id) => id.to_owned(),
+            Some(_) => return error_reply(None, "invalid cell_id".into()),
+            None => match self.active.as_ref().map(|c| c.id.clone()).or_else(|| self.latest.clone()) {
+                Some(id) => id,
+                None => return error_reply(None, format!("no active cell on '{}'", self.session)),
+            },
+        };
+        if let Some(pos) = self.results.iter().position(|r| r.cell_id.as_deref() == Some(id.as_str())) {
+            let result = self.results.remove(pos).expect("position is valid");
+            if self.latest.as_deref() == Some(id.as_str()) && self.active.is_none() {
+                self.latest = None;
+            }
+            return result;
+        }
+        match self.active.as_mut().filter(|c| c.id == id) {
+            Some(cell) if cell.timed_out => {
+                let hint = if cell.timeout_polled { "use k int or k kill" } else { "" };
+                cell.timeout_polled = true;
+                reply(&id, CellState::Timeout, hint.into())
+            }
+            Some(_) => reply(&id, CellState::Running, String::new()),
+            None if cell_id.is_none() => error_reply(None, format!("no active cell on '{}'", self.session)),
+            None => error_reply(Some(id), "unknown cell".into()),
+        }
+    }
+
+    /// Ctrl-C to the REPL; the active cell resolves as interrupted.
+    pub fn interrupt(&mut self) {
+        let mut bytes = vec![0x03];
+        match self.config.frame {
+            FrameMode::Integration(_) => {
+                if self.at_prompt {
+                    // Ctrl-C makes the REPL draw a fresh prompt: that mark
+                    // belongs to no cell.
+                    self.stale_prompts += 1;
+                }
+            }
+            FrameMode::Repeat | FrameMode::Hook(_) => bytes.extend(b"\r".repeat(FRAME_ENTERS)),
+            FrameMode::Prompt(_) => {}
+        }
+        self.writer.write(bytes);
+        if let Some(mut cell) = self.active.take() {
+            kill_hook(&mut cell);
+            let result = error_reply(Some(cell.id.clone()), "interrupted".into());
+            self.settle(cell, result, CellState::Interrupted);
+        }
+    }
+
+    pub fn status(&self) -> CellStatusReply {
+        let (state, id) = match &self.active {
+            Some(c) if c.timed_out => ("timeout", Some(c.id.clone())),
+            Some(c) => ("running", Some(c.id.clone())),
+            None => match self.latest.as_ref().filter(|id| self.results.iter().any(|r| r.cell_id.as_ref() == Some(*id))) {
+                Some(id) => ("done", Some(id.clone())),
+                None => ("idle", None),
+            },
+        };
+        CellStatusReply {
+            state: state.into(),
+            cell_id: id,
+        }
+    }
+
+    pub fn notify(&mut self, from: String, message: String) {
+        let line = format!("📢 {message} ({from})");
+        let shown = self.view.event(line);
+        self.broadcast_lines(shown);
+        self.emit(CellEvent::Notify {
+            from,
+            message,
+            ts: now_iso(),
+        });
+    }
+
+    pub fn history(&self, lines: usize) -> Vec<String> {
+        self.view.last(lines)
+    }
+
+    pub fn subscribe(&self, history: bool) -> (Vec<CellEvent>, broadcast::Receiver<CellEvent>) {
+        let past = if history { self.past.iter().cloned().collect() } else { Vec::new() };
+        (past, self.events.subscribe())
+    }
+
+    fn emit_cell(&mut self, id: &str, status: CellState) {
+        let marker = match status {
+            CellState::Fired => format!("── {} ──", &id[..8]),
+            CellState::Done => "── ✓ ──".into(),
+            CellState::Timeout => "── ⏱ ──".into(),
+            _ => "── ✗ ──".into(),
+        };
+        let shown = self.view.event(marker);
+        self.broadcast_lines(shown);
+        self.emit(CellEvent::Cell {
+            cell_id: id.to_owned(),
+            status,
+            ts: now_iso(),
+        });
+    }
+
+    fn broadcast_lines(&self, lines: Vec<String>) {
+        for text in lines {
+            let _ = self.events.send(CellEvent::Line { text });
+        }
+    }
+
+    fn emit(&mut self, event: CellEvent) {
+        if self.past.len() == EVENT_HISTORY {
+            self.past.pop_front();
+        }
+        self.past.push_back(event.clone());
+        let _ = self.events.send(event);
+    }
+}
+
+fn kill_hook(cell: &mut ActiveCell) {
+    if let Some(pid) = cell.hook_pid.take() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+fn reply(id: &str, status: CellState, output: String) -> CellReply {
+    CellReply {
+        cell_id: Some(id.to_owned()),
+        status,
+        output: Some(output),
+        exit_code: None,
+    }
+}
+
+fn error_reply(id: Option<String>, message: String) -> CellReply {
+    CellReply {
+        cell_id: id,
+        status: CellState::Error,
+        output: Some(message),
+        exit_code: None,
+    }
+}
+
+/// Lines the REPL echoes: the code's lines up to the last non-blank one.
+fn echo_lines(code: &str) -> usize {
+    let lines: Vec<&str> = code.trim_start().split('\n').collect();
+    lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1)
+}
+
+/// One line a line editor takes as typed: no control characters, not huge.
+fn is_simple_line(code: &str) -> bool {
+    !code.is_empty() && code.len() < 2048 && !code.chars().any(char::is_control)
+}
+
+pub fn is_cell_id(id: &str) -> bool {
+    id.len() == 12 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+fn remove_file(path: &Option<PathBuf>) {
+    if let Some(p) = path {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// `bytes` random bytes as lowercase hex.
+pub fn random_hex(bytes: usize) -> String {
+    use std::io::Read;
+    let mut buf = vec![0u8; bytes];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_err() {
+        // Never expected on Linux; fall back to time and pid, still unique enough per session.
+        let seed = crate::time::unix_millis() ^ u64::from(std::process::id()) << 32;
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (seed >> ((i % 8) * 8)) as u8;
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn echo_lines_ignores_trailing_blank_lines() {
+        assert_eq!(echo_lines("a\nb\n\n"), 2);
+        assert_eq!(echo_lines("\n  x"), 1);
+        assert_eq!(echo_lines(""), 0);
+    }
+
+    #[test]
+    fn cell_ids_are_twelve_lowercase_hex() {
+        assert!(is_cell_id(&random_hex(6)));
+        assert!(!is_cell_id("ABCDEF012345"));
+        assert!(!is_cell_id("abc"));
+    }
+}

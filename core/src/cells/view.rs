@@ -1,0 +1,97 @@
+//! The filtered view behind `k watch` and `k history`.
+//!
+//! A person watching a REPL wants what it printed and where cells began and
+//! ended, not the machinery: ANSI sequences, frame Enters (runs of five or
+//! more identical lines), and continuation prompts are hidden; cell markers,
+//! completion ticks and notes are shown.
+
+use std::collections::VecDeque;
+
+/// Identical consecutive lines that count as frame noise.
+pub const FRAME_ENTERS: usize = 5;
+/// Lines of history kept.
+const KEEP: usize = 5_000;
+
+#[derive(Default)]
+pub struct FilteredView {
+    partial: Vec<u8>,
+    run: Vec<String>,
+    lines: VecDeque<String>,
+}
+
+impl FilteredView {
+    /// Stripped text from the PTY; whole lines pass to the view. Returns the
+    /// lines that became visible.
+    pub fn text(&mut self, text: &[u8]) -> Vec<String> {
+        let mut shown = Vec::new();
+        for &b in text {
+            if b == b'\n' {
+                let line = String::from_utf8_lossy(&self.partial).trim_end().to_owned();
+                self.partial.clear();
+                self.line(line, &mut shown);
+            } else {
+                self.partial.push(b);
+            }
+        }
+        shown
+    }
+
+    /// A marker or note line: shown at once, never frame noise.
+    pub fn event(&mut self, line: String) -> Vec<String> {
+        let mut shown = self.flush_run();
+        self.keep(line.clone());
+        shown.push(line);
+        shown
+    }
+
+    fn line(&mut self, line: String, shown: &mut Vec<String>) {
+        let clean = line.trim();
+        if clean.is_empty() || clean == "..." || clean.starts_with("... ") {
+            return;
+        }
+        if self.run.first().is_some_and(|r| r.trim() == clean) {
+            self.run.push(line);
+            return;
+        }
+        shown.extend(self.flush_run());
+        self.run.push(line);
+    }
+
+    fn flush_run(&mut self) -> Vec<String> {
+        let run = std::mem::take(&mut self.run);
+        if run.len() >= FRAME_ENTERS {
+            return Vec::new();
+        }
+        for line in &run {
+            self.keep(line.clone());
+        }
+        run
+    }
+
+    fn keep(&mut self, line: String) {
+        if self.lines.len() == KEEP {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    /// The last `n` lines, including a pending run too short to be noise.
+    pub fn last(&self, n: usize) -> Vec<String> {
+        let pending = if self.run.len() < FRAME_ENTERS { self.run.len() } else { 0 };
+        let all: Vec<&String> = self.lines.iter().chain(self.run.iter().take(pending)).collect();
+        all[all.len().saturating_sub(n)..].iter().map(|s| (*s).clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hides_frame_noise_but_keeps_short_repeats() {
+        let mut v = FilteredView::default();
+        v.text(b"out\n$\n$\n$\n$\n$\n$\nx\nx\ny\n");
+        v.event("-- done --".into());
+        assert_eq!(v.last(10), vec!["out", "x", "x", "y", "-- done --"]);
+    }
+}

@@ -1,0 +1,115 @@
+//! The blocking client that short-lived commands use to talk to a supervisor.
+//!
+//! Plain std sockets, no async runtime: a `k run` pays for one connect, one
+//! request and one reply, and nothing else, which is most of why it is fast.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use crate::paths::{ensure_runtime_root, PathError};
+use crate::session::{Liveness, Registry, SessionError, SessionName, SessionRecord};
+use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
+use crate::socket::protocol::{Request, Response};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Paths(#[from] PathError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("session '{name}' was stale (its supervisor, pid {supervisor_pid}, is gone); removed its socket")]
+    Stale { name: String, supervisor_pid: u32 },
+    #[error("cannot reach session '{name}': {source}")]
+    Connect { name: String, source: std::io::Error },
+    #[error("connection to the supervisor lost: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    #[error("the supervisor closed the connection")]
+    Closed,
+    #[error("{0}")]
+    Server(String),
+    #[error("unexpected reply from the supervisor: {0}")]
+    Unexpected(String),
+}
+
+pub struct Client {
+    stream: UnixStream,
+    decoder: FrameDecoder,
+    next_id: u32,
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            stream: UnixStream::connect(socket)?,
+            decoder: FrameDecoder::default(),
+            next_id: 1,
+        })
+    }
+
+    /// Connects to the live session `name`; a stale one is cleaned up and
+    /// reported as [`ClientError::Stale`].
+    pub fn for_session(name: &SessionName) -> Result<(Self, SessionRecord), ClientError> {
+        let registry = Registry::new(ensure_runtime_root()?);
+        match registry.check(name) {
+            None => Err(SessionError::NotFound(name.to_string()).into()),
+            Some(Liveness::Stale(r)) => Err(ClientError::Stale {
+                name: name.to_string(),
+                supervisor_pid: r.supervisor_pid,
+            }),
+            Some(Liveness::Live(record)) => {
+                let client = Self::connect(&record.socket).map_err(|source| ClientError::Connect {
+                    name: name.to_string(),
+                    source,
+                })?;
+                Ok((client, record))
+            }
+        }
+    }
+
+    pub fn send(&mut self, message: Message) -> Result<u32, ClientError> {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.stream.write_all(&encode(&Frame::new(id, message)))?;
+        Ok(id)
+    }
+
+    pub fn read_frame(&mut self) -> Result<Frame, ClientError> {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            if let Some(frame) = self.decoder.next_frame()? {
+                return Ok(frame);
+            }
+            let n = self.stream.read(&mut buf)?;
+            if n == 0 {
+                return Err(ClientError::Closed);
+            }
+            self.decoder.push(&buf[..n]);
+        }
+    }
+
+    /// Sends `request` and returns its response; an error response becomes
+    /// [`ClientError::Server`].
+    pub fn request(&mut self, request: Request) -> Result<Response, ClientError> {
+        let id = self.send(Message::Request(request))?;
+        loop {
+            let frame = self.read_frame()?;
+            match frame.message {
+                Message::Response(Response::Error { message }) => return Err(ClientError::Server(message)),
+                Message::Response(r) if frame.id == id => return Ok(r),
+                // Events pushed before the reply are not ours to handle here.
+                Message::Event(_) | Message::Output(_) => continue,
+                other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
+        }
+    }
+
+    /// A second handle on the same connection, for a writer thread.
+    pub fn try_clone_stream(&self) -> std::io::Result<UnixStream> {
+        self.stream.try_clone()
+    }
+}
+
+pub mod attach;

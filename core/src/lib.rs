@@ -1,0 +1,28 @@
+//! Host layers of agent-comms.
+//!
+//! Each module is one layer that every adapter shares; none of them knows a
+//! provider by name. A reader looking for "where does X happen" should find it
+//! from the folder names alone:
+//!
+//! - [`paths`]: the per-user runtime root and the user's home for agent-comms,
+//!   both of which are contract (see DESIGN.md).
+//! - [`session`]: session names, the on-disk record of a live session, and the
+//!   registry that lists and repairs them.
+//! - [`pty`]: a child in a real pseudo-terminal.
+//! - [`screen`]: the screen model fed by every byte, and the terminal-query
+//!   responder that answers for a terminal nobody attached.
+//! - [`socket`]: the endpoint socket, its peer check and the versioned codec.
+//! - [`supervisor`]: the process that owns one PTY and one endpoint.
+//! - [`client`]: the blocking client used by the short-lived CLI commands.
+//! - [`cells`]: persistent REPL cells (`k`/`km`) on top of the supervisor.
+
+pub mod cells;
+pub mod client;
+pub mod keys;
+pub mod paths;
+pub mod pty;
+pub mod screen;
+pub mod session;
+pub mod socket;
+pub mod supervisor;
+pub mod time;

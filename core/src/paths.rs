@@ -1,0 +1,133 @@
+//! Where agent-comms keeps its sockets and per-user state.
+//!
+//! The socket root is canonical per user (`/tmp/agent-comms-<euid>/`) and is
+//! deliberately *not* derived from `TMPDIR` or `XDG_RUNTIME_DIR`: two shells of
+//! the same user with different environments must still find each other's
+//! sessions. Because every session socket lives there, the root is checked
+//! before use: a root that is a symlink, belongs to someone else, or is open to
+//! the group or the world could let another user impersonate or spy on a
+//! session, so it is refused rather than repaired silently.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Environment variable that replaces the socket root (tests isolate with it).
+pub const RUNTIME_DIR_ENV: &str = "AGENT_COMMS_RUNTIME_DIR";
+/// Environment variable that replaces the per-user config/state directory.
+pub const HOME_ENV: &str = "AGENT_COMMS_HOME";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("runtime directory {path} is a symlink; remove it (rm {path}) and run the command again")]
+    Symlink { path: String },
+    #[error("runtime directory {path} belongs to uid {owner}, not to you (uid {me}); remove it or set {RUNTIME_DIR_ENV} to a directory of your own")]
+    ForeignOwner { path: String, owner: u32, me: u32 },
+    #[error("runtime directory {path} is open to other users (mode {mode:o}); run: chmod 700 {path}")]
+    Permissive { path: String, mode: u32 },
+    #[error("runtime directory {path} is not a directory; remove it and run the command again")]
+    NotDirectory { path: String },
+    #[error("cannot create runtime directory {path}: {source}")]
+    Create { path: String, source: io::Error },
+}
+
+/// The socket root in effect: `AGENT_COMMS_RUNTIME_DIR`, else `/tmp/agent-comms-<euid>`.
+pub fn runtime_root() -> PathBuf {
+    match std::env::var_os(RUNTIME_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(format!("/tmp/agent-comms-{}", euid())),
+    }
+}
+
+/// The socket root, created 0700 if missing and verified to be the user's alone.
+pub fn ensure_runtime_root() -> Result<PathBuf, PathError> {
+    let root = runtime_root();
+    match fs::DirBuilder::new().mode(0o700).create(&root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(source) => {
+            return Err(PathError::Create {
+                path: root.display().to_string(),
+                source,
+            })
+        }
+    }
+    verify_private_dir(&root)?;
+    Ok(root)
+}
+
+/// Refuses a directory that is a symlink, not ours, or group/world accessible.
+pub fn verify_private_dir(dir: &Path) -> Result<(), PathError> {
+    let path = dir.display().to_string();
+    let meta = fs::symlink_metadata(dir).map_err(|source| PathError::Create {
+        path: path.clone(),
+        source,
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(PathError::Symlink { path });
+    }
+    if !meta.is_dir() {
+        return Err(PathError::NotDirectory { path });
+    }
+    let me = euid();
+    if meta.uid() != me {
+        return Err(PathError::ForeignOwner {
+            path,
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(PathError::Permissive { path, mode });
+    }
+    Ok(())
+}
+
+/// The per-user config and state directory: `AGENT_COMMS_HOME`, else
+/// `$XDG_CONFIG_HOME/agent-comms`, else `~/.config/agent-comms`.
+pub fn user_home() -> PathBuf {
+    if let Some(dir) = std::env::var_os(HOME_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("agent-comms");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/".into());
+    PathBuf::from(home).join(".config").join("agent-comms")
+}
+
+/// Makes a file readable and writable by its owner only.
+pub fn make_owner_only(path: &Path) -> io::Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+}
+
+pub fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_permissive_and_symlinked_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let open = tmp.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(matches!(
+            verify_private_dir(&open),
+            Err(PathError::Permissive { mode: 0o755, .. })
+        ));
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        assert!(matches!(
+            verify_private_dir(&link),
+            Err(PathError::Symlink { .. })
+        ));
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o700)).unwrap();
+        verify_private_dir(&open).unwrap();
+    }
+}

@@ -1,0 +1,218 @@
+//! A child process in a real pseudo-terminal.
+//!
+//! portable-pty chooses the platform implementation (openpty on Unix, ConPTY
+//! on Windows) and is blocking, so reading happens on a dedicated thread that
+//! hands chunks to async code; writing has its own thread too, because a child
+//! that stops reading fills the tty buffer (4 KiB on Linux) and a blocked write
+//! must never stall the supervisor's event loop.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use portable_pty::{native_pty_system, CommandBuilder, MasterPty, PtySize};
+use tokio::sync::mpsc;
+
+use crate::socket::protocol::ExitInfo;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PtyError {
+    #[error("cannot open a pseudo-terminal: {0}")]
+    Open(String),
+    #[error("cannot start {program}: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("working directory {0} does not exist or is not a directory")]
+    BadCwd(String),
+    #[error("the pseudo-terminal is gone: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What to run and how.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SpawnSpec {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// Variables to set on top of the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// Inherited variables to drop.
+    pub env_remove: Vec<String>,
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// Everything the PTY produces, in order, on one channel.
+#[derive(Debug)]
+pub enum PtyEvent {
+    Output(Vec<u8>),
+    /// The master side reached end of file: every process holding the slave
+    /// has closed it.
+    Eof,
+    Exited(ExitInfo),
+}
+
+/// A running child in a PTY. Dropping it closes the master, which hangs the
+/// child up.
+pub struct PtyProcess {
+    master: Box<dyn MasterPty + Send>,
+    input: PtyWriter,
+    pid: u32,
+}
+
+/// A cloneable handle that queues bytes for the child, in order.
+#[derive(Clone)]
+pub struct PtyWriter(std::sync::mpsc::Sender<Vec<u8>>);
+
+impl PtyWriter {
+    pub fn write(&self, bytes: Vec<u8>) {
+        // The writer thread is gone only once the PTY is: nothing to do then.
+        let _ = self.0.send(bytes);
+    }
+}
+
+impl PtyProcess {
+    /// Starts the child; its output, EOF and exit arrive on `events`.
+    pub fn spawn(spec: &SpawnSpec, events: mpsc::Sender<PtyEvent>) -> Result<Self, PtyError> {
+        if !spec.cwd.is_dir() {
+            return Err(PtyError::BadCwd(spec.cwd.display().to_string()));
+        }
+        let program = spec.argv.first().cloned().unwrap_or_default();
+        let pair = native_pty_system()
+            .openpty(size(spec.rows, spec.cols))
+            .map_err(|e| PtyError::Open(e.to_string()))?;
+        let mut cmd = CommandBuilder::from_argv(spec.argv.iter().map(Into::into).collect());
+        cmd.cwd(&spec.cwd);
+        if std::env::var_os("TERM").is_none() {
+            // A terminal program without TERM guesses badly; say what we are.
+            cmd.env("TERM", "xterm-256color");
+        }
+        for key in &spec.env_remove {
+            cmd.env_remove(key);
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        let mut child = pair
+            .slave
+            .spawn_command(cmd)
+            .map_err(|e| PtyError::Spawn {
+                program: program.clone(),
+                reason: e.to_string(),
+            })?;
+        // Our copy of the slave must close, or EOF never comes.
+        drop(pair.slave);
+        let pid = child.process_id().unwrap_or(0);
+
+        let mut reader = pair
+            .master
+            .try_clone_reader()
+            .map_err(|e| PtyError::Open(e.to_string()))?;
+        let out = events.clone();
+        std::thread::Builder::new()
+            .name("pty-reader".into())
+            .spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if out.blocking_send(PtyEvent::Output(buf[..n].to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = out.blocking_send(PtyEvent::Eof);
+            })?;
+
+        let waiter = events;
+        std::thread::Builder::new()
+            .name("pty-waiter".into())
+            .spawn(move || {
+                let info = match child.wait() {
+                    Ok(status) => match status.signal() {
+                        Some(sig) => ExitInfo {
+                            code: None,
+                            signal: Some(sig.to_owned()),
+                        },
+                        None => ExitInfo {
+                            code: Some(status.exit_code() as i32),
+                            signal: None,
+                        },
+                    },
+                    Err(_) => ExitInfo {
+                        code: None,
+                        signal: None,
+                    },
+                };
+                let _ = waiter.blocking_send(PtyEvent::Exited(info));
+            })?;
+
+        let mut writer = pair
+            .master
+            .take_writer()
+            .map_err(|e| PtyError::Open(e.to_string()))?;
+        let (input, input_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        std::thread::Builder::new()
+            .name("pty-writer".into())
+            .spawn(move || {
+                for chunk in input_rx {
+                    if writer.write_all(&chunk).and_then(|_| writer.flush()).is_err() {
+                        break;
+                    }
+                }
+            })?;
+
+        Ok(Self {
+            master: pair.master,
+            input: PtyWriter(input),
+            pid,
+        })
+    }
+
+    /// Queues bytes for the child; order is kept across callers.
+    pub fn write(&self, bytes: Vec<u8>) {
+        self.input.write(bytes);
+    }
+
+    pub fn writer(&self) -> PtyWriter {
+        self.input.clone()
+    }
+
+    pub fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError> {
+        self.master
+            .resize(size(rows, cols))
+            .map_err(|e| PtyError::Open(e.to_string()))
+    }
+
+    /// The child's pid; it leads its own session and process group.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The process group in the terminal's foreground (a job the shell runs).
+    pub fn foreground_group(&self) -> Option<i32> {
+        self.master.process_group_leader()
+    }
+
+    /// Sends `signal` to the child's process group and to the foreground
+    /// group, so that a shell and the job it runs both get it.
+    pub fn signal_groups(&self, signal: nix::sys::signal::Signal) {
+        use nix::sys::signal::killpg;
+        use nix::unistd::Pid;
+        let leader = self.pid as i32;
+        if leader > 0 {
+            let _ = killpg(Pid::from_raw(leader), signal);
+        }
+        if let Some(fg) = self.foreground_group().filter(|&g| g > 0 && g != leader) {
+            let _ = killpg(Pid::from_raw(fg), signal);
+        }
+    }
+}
+
+fn size(rows: u16, cols: u16) -> PtySize {
+    PtySize {
+        rows: rows.max(1),
+        cols: cols.max(1),
+        pixel_width: 0,
+        pixel_height: 0,
+    }
+}

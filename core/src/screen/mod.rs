@@ -1,0 +1,181 @@
+//! The screen model: a vt100 emulator fed by every byte the child writes.
+//!
+//! Detectors and snapshots read the *rendered* screen, never raw bytes: TUIs
+//! such as Claude Code place words with cursor moves, so the text a person
+//! sees exists only after emulation. The model also keeps what vt100 itself
+//! does not: the window title, recent OSC sequences (the signals some
+//! providers send instead of screen text), and the answers owed to terminal
+//! queries when no real terminal is attached (see [`responder`]).
+
+pub mod responder;
+pub mod strip;
+
+use std::collections::VecDeque;
+
+use crate::socket::protocol::ScreenSnapshot;
+
+/// Rows of scrollback kept for snapshots and redraws.
+const SCROLLBACK: usize = 2_000;
+/// OSC sequences remembered for detectors.
+const OSC_HISTORY: usize = 64;
+
+/// State collected from sequences that do not change the grid.
+#[derive(Default)]
+struct Hooks {
+    title: String,
+    osc: VecDeque<Vec<u8>>,
+    replies: Vec<u8>,
+    answer_queries: bool,
+}
+
+impl vt100::Callbacks for Hooks {
+    fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
+        self.title = String::from_utf8_lossy(title).into_owned();
+    }
+
+    fn unhandled_csi(
+        &mut self,
+        screen: &mut vt100::Screen,
+        i1: Option<u8>,
+        i2: Option<u8>,
+        params: &[&[u16]],
+        c: char,
+    ) {
+        if self.answer_queries {
+            responder::answer_csi(screen, i1, i2, params, c, &mut self.replies);
+        }
+    }
+
+    fn unhandled_osc(&mut self, _: &mut vt100::Screen, params: &[&[u8]]) {
+        if self.answer_queries {
+            responder::answer_osc(params, &mut self.replies);
+        }
+        if self.osc.len() == OSC_HISTORY {
+            self.osc.pop_front();
+        }
+        self.osc.push_back(params.join(&b';'));
+    }
+}
+
+/// The emulated terminal of one session.
+pub struct ScreenModel {
+    parser: vt100::Parser<Hooks>,
+}
+
+impl ScreenModel {
+    pub fn new(rows: u16, cols: u16) -> Self {
+        Self {
+            parser: vt100::Parser::new_with_callbacks(
+                nonzero(rows),
+                nonzero(cols),
+                SCROLLBACK,
+                Hooks::default(),
+            ),
+        }
+    }
+
+    /// Whether this model answers terminal queries. Only while no real
+    /// terminal is attached: two answers to one query confuse the program.
+    pub fn set_answer_queries(&mut self, on: bool) {
+        self.parser.callbacks_mut().answer_queries = on;
+    }
+
+    /// Feeds child output; returns the bytes owed back to the child as
+    /// answers to the queries it contained (empty when none, or when a real
+    /// terminal answers instead).
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.parser.process(bytes);
+        std::mem::take(&mut self.parser.callbacks_mut().replies)
+    }
+
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        self.parser.screen_mut().set_size(nonzero(rows), nonzero(cols));
+    }
+
+    pub fn size(&self) -> (u16, u16) {
+        let (r, c) = self.parser.screen().size();
+        (r.get(), c.get())
+    }
+
+    pub fn title(&self) -> &str {
+        &self.parser.callbacks().title
+    }
+
+    /// Recent OSC sequences other than titles, oldest first, parameters
+    /// joined with `;` (e.g. `7501;state=working:app=codex`).
+    pub fn recent_osc(&self) -> impl Iterator<Item = &[u8]> {
+        self.parser.callbacks().osc.iter().map(Vec::as_slice)
+    }
+
+    /// The visible rows as text, trailing blanks trimmed.
+    pub fn lines(&self) -> Vec<String> {
+        let (_, cols) = self.size();
+        self.parser
+            .screen()
+            .rows(0, cols)
+            .map(|r| r.trim_end().to_owned())
+            .collect()
+    }
+
+    pub fn snapshot(&self) -> ScreenSnapshot {
+        let screen = self.parser.screen();
+        let (rows, cols) = self.size();
+        ScreenSnapshot {
+            rows,
+            cols,
+            cursor: screen.cursor_position(),
+            title: self.title().to_owned(),
+            alternate_screen: screen.alternate_screen(),
+            lines: self.lines(),
+        }
+    }
+
+    /// Bytes that repaint a real terminal to show this screen (for a client
+    /// that attaches mid-session): modes, contents, cursor.
+    pub fn redraw(&self) -> Vec<u8> {
+        let screen = self.parser.screen();
+        let mut out = Vec::new();
+        if screen.alternate_screen() {
+            out.extend_from_slice(b"\x1b[?1049h");
+        }
+        out.extend_from_slice(b"\x1b[H\x1b[2J");
+        out.extend_from_slice(screen.state_formatted().as_bytes());
+        out
+    }
+}
+
+fn nonzero(n: u16) -> std::num::NonZeroU16 {
+    std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_cursor_placed_text_and_title() {
+        let mut m = ScreenModel::new(5, 20);
+        m.feed(b"\x1b]0;my title\x07hello\x1b[3Gxy\r\nnext");
+        assert_eq!(m.title(), "my title");
+        assert_eq!(m.lines()[0], "hexyo");
+        assert_eq!(m.lines()[1], "next");
+    }
+
+    #[test]
+    fn answers_cursor_queries_only_when_asked_to() {
+        let mut m = ScreenModel::new(24, 80);
+        assert!(m.feed(b"ab\x1b[6n").is_empty());
+        m.set_answer_queries(true);
+        assert_eq!(m.feed(b"\x1b[6n"), b"\x1b[1;3R");
+    }
+
+    #[test]
+    fn keeps_osc_signals_for_detectors() {
+        let mut m = ScreenModel::new(5, 20);
+        m.feed(b"\x1b]7501;state=working:app=codex\x1b\\");
+        assert_eq!(
+            m.recent_osc().last().unwrap(),
+            b"7501;state=working:app=codex"
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! Session names, the record a live supervisor leaves on disk, and the registry.
+//!
+//! Sessions are one namespace per user: `k` cells, `session new` sessions and
+//! interactive runtimes all live in the same runtime root, so one name can be
+//! in use only once. A supervisor writes its [`SessionRecord`] next to its
+//! socket once the child runs, and removes both when it exits. A supervisor
+//! killed with SIGKILL cannot clean up, so the registry treats a record whose
+//! socket refuses connections and whose supervisor pid is gone as *stale*: it
+//! removes the leftovers and says so, and the next command proceeds as if the
+//! session had ended cleanly.
+
+use std::fs;
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Longest socket path we bind. `sun_path` holds 108 bytes on Linux and 104 on
+/// the BSDs; leave room for the terminating NUL.
+const MAX_SOCKET_PATH: usize = 100;
+/// Longest session name: the record file name must fit a 255-byte file name.
+const MAX_NAME_LEN: usize = 200;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("invalid session name: '{0}'")]
+    InvalidName(String),
+    #[error("no session '{0}'")]
+    NotFound(String),
+    #[error("session '{0}' already exists")]
+    InUse(String),
+    #[error("cannot read session records in {dir}: {source}")]
+    Io { dir: String, source: io::Error },
+}
+
+/// A validated session name: `^[A-Za-z0-9_.-]+$`, not `.`, without `..`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SessionName(String);
+
+impl SessionName {
+    pub fn parse(name: &str) -> Result<Self, SessionError> {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_NAME_LEN
+            && name != "."
+            && !name.contains("..")
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if valid {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(SessionError::InvalidName(name.to_owned()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for SessionName {
+    type Error = SessionError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::parse(&s)
+    }
+}
+
+impl From<SessionName> for String {
+    fn from(n: SessionName) -> String {
+        n.0
+    }
+}
+
+/// What started a session; `session ls` shows it and `k ls` keeps only cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionKind {
+    /// `agent-comms session new` / `session run`.
+    Session,
+    /// `k new`: a REPL that runs cells.
+    Cell,
+    /// `agent-comms runtime interactive-serve`.
+    Interactive,
+}
+
+impl SessionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Session => "session",
+            Self::Cell => "cell",
+            Self::Interactive => "interactive",
+        }
+    }
+}
+
+/// The on-disk record of a live session (`<root>/<name>.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub name: SessionName,
+    pub kind: SessionKind,
+    /// The child's pid (the program in the PTY).
+    pub pid: u32,
+    pub supervisor_pid: u32,
+    pub command: String,
+    pub cwd: String,
+    /// UTC ISO 8601.
+    pub started: String,
+    pub socket: PathBuf,
+}
+
+/// The paths one session uses inside a runtime root.
+#[derive(Debug, Clone)]
+pub struct SessionPaths {
+    pub record: PathBuf,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl SessionPaths {
+    pub fn new(root: &Path, name: &SessionName) -> Self {
+        let plain = root.join(format!("{name}.sock"));
+        let socket = if plain.as_os_str().len() <= MAX_SOCKET_PATH {
+            plain
+        } else {
+            // A long root or name would overflow sun_path: hash the name. The
+            // record (whose file name has no such limit) says which it is.
+            // If even this does not fit, the root itself is too long and
+            // binding fails with an error naming the path.
+            root.join(format!("h{:016x}.sock", fnv1a(name.as_str().as_bytes())))
+        };
+        Self {
+            record: root.join(format!("{name}.json")),
+            socket,
+            log: root.join(format!("{name}.log")),
+        }
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What the registry found for one record.
+#[derive(Debug)]
+pub enum Liveness {
+    Live(SessionRecord),
+    /// The supervisor is gone; its files were removed.
+    Stale(SessionRecord),
+}
+
+/// Reads records in the runtime root and tells live sessions from stale ones.
+pub struct Registry {
+    root: PathBuf,
+}
+
+impl Registry {
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn paths(&self, name: &SessionName) -> SessionPaths {
+        SessionPaths::new(&self.root, name)
+    }
+
+    /// Every session record in the root, each checked for liveness; stale
+    /// leftovers are removed on the way.
+    pub fn scan(&self) -> Result<Vec<Liveness>, SessionError> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(SessionError::Io {
+                    dir: self.root.display().to_string(),
+                    source,
+                })
+            }
+        };
+        let mut names: Vec<SessionName> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let file = e.file_name().into_string().ok()?;
+                SessionName::parse(file.strip_suffix(".json")?).ok()
+            })
+            .collect();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(names.iter().filter_map(|n| self.check(n)).collect())
+    }
+
+    /// The live record of `name`, if any. Removes a stale one.
+    pub fn check(&self, name: &SessionName) -> Option<Liveness> {
+        let paths = self.paths(name);
+        let record: SessionRecord = fs::read(&paths.record)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())?;
+        if is_dialable(&record.socket) || pid_alive(record.supervisor_pid) {
+            return Some(Liveness::Live(record));
+        }
+        self.remove_files(&paths, &record.socket);
+        Some(Liveness::Stale(record))
+    }
+
+    /// Removes what a session left behind (record and socket; the log stays
+    /// for post-mortems until the name is reused).
+    pub fn remove_files(&self, paths: &SessionPaths, socket: &Path) {
+        let _ = fs::remove_file(socket);
+        let _ = fs::remove_file(&paths.record);
+    }
+
+    /// The live sessions, with a warning line for each stale one removed.
+    pub fn live(&self, warn: &mut dyn FnMut(&SessionRecord)) -> Result<Vec<SessionRecord>, SessionError> {
+        Ok(self
+            .scan()?
+            .into_iter()
+            .filter_map(|l| match l {
+                Liveness::Live(r) => Some(r),
+                Liveness::Stale(r) => {
+                    warn(&r);
+                    None
+                }
+            })
+            .collect())
+    }
+}
+
+/// True when something accepts connections on `socket`.
+pub fn is_dialable(socket: &Path) -> bool {
+    UnixStream::connect(socket).is_ok()
+}
+
+/// True when `pid` names a process that is not a zombie. `kill(pid, 0)`
+/// succeeds on zombies, so the state in `/proc/<pid>/stat` decides.
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name, which may
+            // itself contain spaces and parentheses.
+            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_contract() {
+        for ok in ["a", "py-1", "A.b_c", "x.y"] {
+            SessionName::parse(ok).unwrap();
+        }
+        for bad in ["", ".", "..", "a..b", "a/b", "a b", "é", "a\n"] {
+            assert!(SessionName::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn long_names_get_short_socket_paths() {
+        let name = SessionName::parse(&"n".repeat(150)).unwrap();
+        let paths = SessionPaths::new(Path::new("/tmp/agent-comms-0"), &name);
+        assert!(paths.socket.as_os_str().len() <= MAX_SOCKET_PATH);
+        assert!(paths.record.ends_with(format!("{name}.json")));
+    }
+
+    #[test]
+    fn zombie_and_missing_pids_are_not_alive() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not yet reaped: a zombie once it exits.
+        while pid_alive(pid) {
+            std::thread::yield_now();
+        }
+        child.wait().unwrap();
+    }
+}

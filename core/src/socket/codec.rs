@@ -1,0 +1,222 @@
+//! The versioned frame codec spoken on every endpoint socket.
+//!
+//! A frame is `len: u32 BE | version: u8 | tag: u16 BE | id: u32 BE | payload`,
+//! where `len` counts everything after itself. The tag says how to read the
+//! payload: JSON for requests, responses and events; raw bytes for terminal
+//! input and output, which are the bulk of the traffic and must not pay for
+//! escaping. Every frame carries a request id so that a reply can be matched
+//! to its request on a connection that also carries pushed events.
+//!
+//! Decoding never fails on content: an unknown tag, a newer version or JSON
+//! that does not fit becomes [`Message::Invalid`], which the server answers
+//! with an error reply while the connection lives on. Only a length beyond
+//! [`MAX_FRAME`] is fatal, since the stream can no longer be re-synchronised.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::protocol::{Event, Request, Response};
+
+pub const PROTOCOL_VERSION: u8 = 1;
+/// Largest frame accepted; larger lengths mean the peer speaks something else.
+pub const MAX_FRAME: usize = 16 << 20;
+const HEADER: usize = 4 + 1 + 2 + 4;
+
+const TAG_REQUEST: u16 = 1;
+const TAG_RESPONSE: u16 = 2;
+const TAG_EVENT: u16 = 3;
+const TAG_INPUT: u16 = 4;
+const TAG_OUTPUT: u16 = 5;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request(Request),
+    Response(Response),
+    Event(Event),
+    /// Bytes for the PTY (attach clients typing).
+    Input(Vec<u8>),
+    /// Bytes from the PTY (attach and watch streams).
+    Output(Vec<u8>),
+    /// A frame that could be delimited but not understood.
+    Invalid { tag: u16, reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    pub id: u32,
+    pub message: Message,
+}
+
+impl Frame {
+    pub fn new(id: u32, message: Message) -> Self {
+        Self { id, message }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CodecError {
+    #[error("malformed frame: length {0} exceeds {MAX_FRAME} bytes; is the peer speaking agent-comms protocol v{PROTOCOL_VERSION}?")]
+    TooLarge(usize),
+}
+
+pub fn encode(frame: &Frame) -> Vec<u8> {
+    let (tag, payload): (u16, std::borrow::Cow<'_, [u8]>) = match &frame.message {
+        Message::Request(r) => (TAG_REQUEST, json(r).into()),
+        Message::Response(r) => (TAG_RESPONSE, json(r).into()),
+        Message::Event(e) => (TAG_EVENT, json(e).into()),
+        Message::Input(b) => (TAG_INPUT, b.as_slice().into()),
+        Message::Output(b) => (TAG_OUTPUT, b.as_slice().into()),
+        Message::Invalid { tag, reason } => (*tag, reason.as_bytes().into()),
+    };
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&((HEADER - 4 + payload.len()) as u32).to_be_bytes());
+    out.push(PROTOCOL_VERSION);
+    out.extend_from_slice(&tag.to_be_bytes());
+    out.extend_from_slice(&frame.id.to_be_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("protocol types serialize")
+}
+
+/// Accumulates bytes from a stream and yields whole frames.
+#[derive(Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+}
+
+impl FrameDecoder {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, CodecError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
+        if len > MAX_FRAME {
+            return Err(CodecError::TooLarge(len));
+        }
+        if len < HEADER - 4 {
+            // Too short to hold a header: consume it and report it.
+            self.buf.drain(..4 + len.min(self.buf.len() - 4));
+            return Ok(Some(Frame::new(
+                0,
+                Message::Invalid {
+                    tag: 0,
+                    reason: format!("frame of {len} bytes is shorter than a header"),
+                },
+            )));
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let frame: Vec<u8> = self.buf.drain(..4 + len).collect();
+        let version = frame[4];
+        let tag = u16::from_be_bytes([frame[5], frame[6]]);
+        let id = u32::from_be_bytes(frame[7..11].try_into().unwrap());
+        let payload = &frame[HEADER..];
+        let message = if version != PROTOCOL_VERSION {
+            Message::Invalid {
+                tag,
+                reason: format!(
+                    "protocol version {version} is not supported (this supervisor speaks v{PROTOCOL_VERSION}); use the agent-comms that started the session"
+                ),
+            }
+        } else {
+            decode_payload(tag, payload)
+        };
+        Ok(Some(Frame::new(id, message)))
+    }
+}
+
+fn decode_payload(tag: u16, payload: &[u8]) -> Message {
+    fn parse<T: DeserializeOwned>(tag: u16, p: &[u8], wrap: fn(T) -> Message) -> Message {
+        match serde_json::from_slice(p) {
+            Ok(v) => wrap(v),
+            Err(e) => Message::Invalid {
+                tag,
+                reason: format!("malformed message: {e}"),
+            },
+        }
+    }
+    match tag {
+        TAG_REQUEST => parse(tag, payload, Message::Request),
+        TAG_RESPONSE => parse(tag, payload, Message::Response),
+        TAG_EVENT => parse(tag, payload, Message::Event),
+        TAG_INPUT => Message::Input(payload.to_vec()),
+        TAG_OUTPUT => Message::Output(payload.to_vec()),
+        other => Message::Invalid {
+            tag: other,
+            reason: format!("unknown message tag {other}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(message: Message) -> Message {
+        let mut d = FrameDecoder::default();
+        let bytes = encode(&Frame::new(7, message));
+        // Feed byte by byte: frames must survive any split.
+        for b in &bytes {
+            assert!(d.next_frame().unwrap().is_none());
+            d.push(std::slice::from_ref(b));
+        }
+        let f = d.next_frame().unwrap().unwrap();
+        assert_eq!(f.id, 7);
+        f.message
+    }
+
+    #[test]
+    fn messages_roundtrip() {
+        for m in [
+            Message::Request(Request::Snapshot),
+            Message::Output(b"\x1b[1mhi\xff".to_vec()),
+            Message::Input(vec![]),
+            Message::Response(Response::Error {
+                message: "x".into(),
+            }),
+        ] {
+            assert_eq!(roundtrip(m.clone()), m);
+        }
+    }
+
+    #[test]
+    fn unknown_tags_versions_and_json_decode_to_invalid() {
+        let mut d = FrameDecoder::default();
+        let mut raw = encode(&Frame::new(1, Message::Input(b"x".to_vec())));
+        raw[6] = 99; // tag low byte
+        d.push(&raw);
+        assert!(matches!(
+            d.next_frame().unwrap().unwrap().message,
+            Message::Invalid { tag: 99, .. }
+        ));
+        let mut raw = encode(&Frame::new(2, Message::Request(Request::Info)));
+        raw[4] = 9;
+        d.push(&raw);
+        assert!(matches!(
+            d.next_frame().unwrap().unwrap().message,
+            Message::Invalid { .. }
+        ));
+        let mut bad = encode(&Frame::new(3, Message::Input(b"{\"type\":\"nope\"}".to_vec())));
+        bad[6] = TAG_REQUEST as u8;
+        d.push(&bad);
+        let f = d.next_frame().unwrap().unwrap();
+        assert_eq!(f.id, 3);
+        assert!(matches!(f.message, Message::Invalid { tag: 1, .. }));
+    }
+
+    #[test]
+    fn garbage_text_is_fatal_not_a_huge_allocation() {
+        let mut d = FrameDecoder::default();
+        d.push(b"hello supervisor\n");
+        assert!(matches!(d.next_frame(), Err(CodecError::TooLarge(_))));
+    }
+}

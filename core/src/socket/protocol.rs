@@ -1,0 +1,179 @@
+//! The messages of protocol v1: what clients ask, what supervisors answer,
+//! and what supervisors push. JSON shapes, carried in [`super::codec`] frames.
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::SessionKind;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Who and what this session is.
+    Info,
+    /// The current screen as text.
+    Snapshot,
+    /// Bytes for the PTY, as given (no Enter added).
+    Write { data: String },
+    Resize { rows: u16, cols: u16 },
+    /// Turn this connection into a live stream: the screen is redrawn, then
+    /// every output byte follows as `Output` frames. An `Interactive` client
+    /// may send `Input` and `Resize`; a `Watch` client only reads.
+    Attach {
+        mode: StreamMode,
+        rows: Option<u16>,
+        cols: Option<u16>,
+    },
+    /// End the child (SIGHUP+SIGTERM, then SIGKILL after `grace_ms`); the
+    /// reply comes once it is gone.
+    Kill { grace_ms: u64 },
+    /// Start a cell. With `wait`, the reply comes when it ends (or times out).
+    CellRun {
+        code: String,
+        timeout_ms: u64,
+        wait: bool,
+    },
+    CellPoll { cell_id: Option<String> },
+    CellInterrupt,
+    CellStatus,
+    Notify { from: String, message: String },
+    /// Stream cell events (`km`); `history` replays what already happened,
+    /// `lines` adds the filtered view's lines (`k watch`).
+    Subscribe { history: bool, lines: bool },
+    /// The last `lines` lines of the filtered view (`k history`).
+    History { lines: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamMode {
+    Interactive,
+    Watch,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    Ok,
+    Error { message: String },
+    Info(SessionInfo),
+    Snapshot(ScreenSnapshot),
+    Exited(ExitInfo),
+    Cell(CellReply),
+    CellStatus(CellStatusReply),
+    Lines { lines: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The child ended; the supervisor is about to exit.
+    Exited(ExitInfo),
+    Cell(CellEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub name: String,
+    pub kind: SessionKind,
+    pub pid: u32,
+    pub supervisor_pid: u32,
+    pub command: String,
+    pub cwd: String,
+    pub started: String,
+    /// Attach and watch clients connected now.
+    pub clients: u32,
+    pub rows: u16,
+    pub cols: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScreenSnapshot {
+    pub rows: u16,
+    pub cols: u16,
+    /// (row, col), zero-based.
+    pub cursor: (u16, u16),
+    pub title: String,
+    pub alternate_screen: bool,
+    /// One string per screen row, trailing blanks trimmed.
+    pub lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExitInfo {
+    /// The exit code, when the child exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<String>,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.code, &self.signal) {
+            (_, Some(sig)) => write!(f, "killed by {sig}"),
+            (Some(code), None) => write!(f, "exit status {code}"),
+            (None, None) => f.write_str("exit status unknown"),
+        }
+    }
+}
+
+/// A cell's state as `k` prints it (see CELLS-CONTRACT.md for the text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellReply {
+    pub cell_id: Option<String>,
+    pub status: CellState,
+    pub output: Option<String>,
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellState {
+    Fired,
+    Running,
+    Done,
+    Timeout,
+    Interrupted,
+    Error,
+}
+
+impl CellState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fired => "fired",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Timeout => "timeout",
+            Self::Interrupted => "interrupted",
+            Self::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellStatusReply {
+    /// `idle`, `running`, `done` or `timeout`.
+    pub state: String,
+    pub cell_id: Option<String>,
+}
+
+/// One line of `km`'s event stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CellEvent {
+    Cell {
+        cell_id: String,
+        status: CellState,
+        ts: String,
+    },
+    Notify {
+        from: String,
+        message: String,
+        ts: String,
+    },
+    Closed {
+        ts: String,
+    },
+    /// A line of the filtered view (only with `Subscribe { lines: true }`).
+    Line {
+        text: String,
+    },
+}

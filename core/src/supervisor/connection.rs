@@ -1,0 +1,317 @@
+//! One client connection: requests answered in order, or a live stream.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::Shared;
+use crate::socket::check_peer;
+use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
+use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
+
+pub(super) async fn serve(stream: UnixStream, shared: Shared) {
+    let (read, write) = stream.into_split();
+    let mut conn = Connection {
+        read,
+        write,
+        decoder: FrameDecoder::default(),
+        shared,
+    };
+    let peer = check_peer(conn.write.as_ref());
+    if let Err(message) = peer {
+        tracing::warn!("{message}");
+        let _ = conn.send(0, Message::Response(Response::Error { message })).await;
+        return;
+    }
+    let _ = conn.requests().await;
+}
+
+struct Connection {
+    read: OwnedReadHalf,
+    write: OwnedWriteHalf,
+    decoder: FrameDecoder,
+    shared: Shared,
+}
+
+/// Why a connection stopped; only ever logged.
+enum Closed {
+    Peer,
+    Fatal,
+}
+
+impl Connection {
+    async fn send(&mut self, id: u32, message: Message) -> std::io::Result<()> {
+        self.write.write_all(&encode(&Frame::new(id, message))).await
+    }
+
+    async fn reply(&mut self, id: u32, response: Response) -> Result<(), Closed> {
+        self.send(id, Message::Response(response)).await.map_err(|_| Closed::Peer)
+    }
+
+    /// The next frame from the peer; malformed streams are answered once and
+    /// closed, since their frame boundaries are lost.
+    async fn next_frame(&mut self) -> Result<Frame, Closed> {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match self.decoder.next_frame() {
+                Ok(Some(frame)) => return Ok(frame),
+                Ok(None) => {}
+                Err(e @ CodecError::TooLarge(_)) => {
+                    let _ = self.reply(0, Response::Error { message: e.to_string() }).await;
+                    return Err(Closed::Fatal);
+                }
+            }
+            match self.read.read(&mut buf).await {
+                Ok(0) | Err(_) => return Err(Closed::Peer),
+                Ok(n) => self.decoder.push(&buf[..n]),
+            }
+        }
+    }
+
+    async fn requests(&mut self) -> Result<(), Closed> {
+        let mut exit = self.shared.exit.clone();
+        loop {
+            // Once the child is gone an idle connection has nothing left to
+            // ask: close it so the supervisor can exit at once.
+            let frame = tokio::select! {
+                frame = self.next_frame() => frame?,
+                _ = exited(&mut exit) => return Ok(()),
+            };
+            let id = frame.id;
+            let request = match frame.message {
+                Message::Request(r) => r,
+                Message::Invalid { reason, .. } => {
+                    self.reply(id, Response::Error { message: reason }).await?;
+                    continue;
+                }
+                other => {
+                    let message = format!(
+                        "unexpected {} frame; send a request first (attach before input)",
+                        kind_of(&other)
+                    );
+                    self.reply(id, Response::Error { message }).await?;
+                    continue;
+                }
+            };
+            match request {
+                Request::Attach { mode, rows, cols } => return self.stream(id, mode, rows, cols).await,
+                Request::Kill { grace_ms } => {
+                    let _ = self
+                        .shared
+                        .terminate
+                        .send(std::time::Duration::from_millis(grace_ms));
+                    let info = self.wait_exit().await;
+                    self.reply(id, Response::Exited(info)).await?;
+                }
+                Request::Subscribe { history, lines } => return self.subscribe(id, history, lines).await,
+                Request::CellRun { wait: true, code, timeout_ms } => {
+                    let started = self.shared.lock().cells_mut().map(|c| c.run(code, timeout_ms, true));
+                    let response = match started {
+                        Err(message) => Response::Error { message },
+                        Ok(Err(reply)) => Response::Cell(reply),
+                        Ok(Ok(done)) => {
+                            let mut exit = self.shared.exit.clone();
+                            tokio::select! {
+                                reply = done => reply.map(Response::Cell).unwrap_or_else(|_| Response::Error { message: "result missing".into() }),
+                                _ = exited(&mut exit) => Response::Error { message: "session exited".into() },
+                            }
+                        }
+                    };
+                    self.reply(id, response).await?;
+                }
+                other => {
+                    let response = self.answer(other);
+                    self.reply(id, response).await?;
+                }
+            }
+        }
+    }
+
+    /// Requests answered from state at once.
+    fn answer(&mut self, request: Request) -> Response {
+        let mut state = self.shared.lock();
+        match request {
+            Request::Info => Response::Info(state.info.clone()),
+            Request::Snapshot => Response::Snapshot(state.model.snapshot()),
+            Request::Write { data } => {
+                state.pty.write(data.into_bytes());
+                Response::Ok
+            }
+            Request::Resize { rows, cols } => {
+                state.resize(rows, cols);
+                Response::Ok
+            }
+            Request::CellRun { code, timeout_ms, .. } => match state.cells_mut() {
+                Ok(c) => match c.run(code, timeout_ms, false) {
+                    Ok(_) => unreachable!("run without wait answers at once"),
+                    Err(reply) => Response::Cell(reply),
+                },
+                Err(message) => Response::Error { message },
+            },
+            Request::CellPoll { cell_id } => match state.cells_mut() {
+                Ok(c) => Response::Cell(c.poll(cell_id.as_deref())),
+                Err(message) => Response::Error { message },
+            },
+            Request::CellInterrupt => match state.cells_mut() {
+                Ok(c) => {
+                    c.interrupt();
+                    Response::Ok
+                }
+                Err(message) => Response::Error { message },
+            },
+            Request::CellStatus => match state.cells_mut() {
+                Ok(c) => Response::CellStatus(c.status()),
+                Err(message) => Response::Error { message },
+            },
+            Request::Notify { from, message } => match state.cells_mut() {
+                Ok(c) => {
+                    c.notify(from, message);
+                    Response::Ok
+                }
+                Err(message) => Response::Error { message },
+            },
+            Request::History { lines } => match state.cells_mut() {
+                Ok(c) => Response::Lines { lines: c.history(lines) },
+                Err(message) => Response::Error { message },
+            },
+            Request::Attach { .. } | Request::Kill { .. } | Request::Subscribe { .. } => {
+                unreachable!("handled by the caller")
+            }
+        }
+    }
+
+    async fn wait_exit(&mut self) -> ExitInfo {
+        exited(&mut self.shared.exit.clone()).await
+    }
+
+    /// Attach or watch: redraw, then relay output until the peer leaves or
+    /// the child exits.
+    async fn stream(&mut self, id: u32, mode: StreamMode, rows: Option<u16>, cols: Option<u16>) -> Result<(), Closed> {
+        let interactive = mode == StreamMode::Interactive;
+        let (mut output, redraw) = {
+            let mut state = self.shared.lock();
+            if let (true, Some(r), Some(c)) = (interactive, rows, cols) {
+                state.resize(r, c);
+            }
+            state.client_joined(interactive);
+            // Subscribe and take the redraw under one lock: no byte is lost
+            // or shown twice between them.
+            (self.shared.output.subscribe(), state.model.redraw())
+        };
+        let result = self.relay(id, interactive, &mut output, redraw).await;
+        self.shared.lock().client_left(interactive);
+        result
+    }
+
+    async fn relay(
+        &mut self,
+        id: u32,
+        interactive: bool,
+        output: &mut tokio::sync::broadcast::Receiver<Arc<Vec<u8>>>,
+        redraw: Vec<u8>,
+    ) -> Result<(), Closed> {
+        self.reply(id, Response::Ok).await?;
+        self.send(id, Message::Output(redraw)).await.map_err(|_| Closed::Peer)?;
+        let mut exit = self.shared.exit.clone();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            tokio::select! {
+                chunk = output.recv() => match chunk {
+                    Ok(bytes) => self.send(id, Message::Output(bytes.to_vec())).await.map_err(|_| Closed::Peer)?,
+                    Err(RecvError::Lagged(_)) => {
+                        // Too slow to follow byte by byte: show the screen as it is now.
+                        let redraw = self.shared.lock().model.redraw();
+                        self.send(id, Message::Output(redraw)).await.map_err(|_| Closed::Peer)?;
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                read = self.read.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return Err(Closed::Peer),
+                    Ok(n) => {
+                        self.decoder.push(&buf[..n]);
+                        self.stream_input(id, interactive).await?;
+                    }
+                },
+                info = exited(&mut exit) => {
+                    // Flush what is left, then say goodbye.
+                    while let Ok(bytes) = output.try_recv() {
+                        self.send(id, Message::Output(bytes.to_vec())).await.map_err(|_| Closed::Peer)?;
+                    }
+                    let _ = self.send(id, Message::Event(Event::Exited(info))).await;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    async fn stream_input(&mut self, id: u32, interactive: bool) -> Result<(), Closed> {
+        loop {
+            let frame = match self.decoder.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    let _ = self.reply(id, Response::Error { message: e.to_string() }).await;
+                    return Err(Closed::Fatal);
+                }
+            };
+            let mut state = self.shared.lock();
+            match frame.message {
+                Message::Input(bytes) if interactive => state.pty.write(bytes),
+                Message::Request(Request::Resize { rows, cols }) if interactive => state.resize(rows, cols),
+                other => {
+                    drop(state);
+                    let message = format!("{} frames are not accepted on this stream", kind_of(&other));
+                    self.reply(frame.id, Response::Error { message }).await?;
+                }
+            }
+        }
+    }
+
+    /// `km`: cell events pushed as they happen.
+    async fn subscribe(&mut self, id: u32, history: bool, lines: bool) -> Result<(), Closed> {
+        let subscription = self.shared.lock().cells_mut().map(|c| c.subscribe(history));
+        let (past, mut events) = match subscription {
+            Ok(s) => s,
+            Err(message) => return self.reply(id, Response::Error { message }).await,
+        };
+        self.reply(id, Response::Ok).await?;
+        for event in past {
+            self.send(id, Message::Event(Event::Cell(event))).await.map_err(|_| Closed::Peer)?;
+        }
+        let mut buf = [0u8; 1024];
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(CellEvent::Line { .. }) if !lines => continue,
+                    Ok(event) => self.send(id, Message::Event(Event::Cell(event))).await.map_err(|_| Closed::Peer)?,
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                read = self.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
+            }
+        }
+    }
+}
+
+/// Resolves once the child has exited.
+async fn exited(exit: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+    let unknown = ExitInfo { code: None, signal: None };
+    match exit.wait_for(Option::is_some).await {
+        Ok(info) => info.clone().unwrap_or(unknown),
+        Err(_) => unknown,
+    }
+}
+
+fn kind_of(message: &Message) -> &'static str {
+    match message {
+        Message::Request(_) => "request",
+        Message::Response(_) => "response",
+        Message::Event(_) => "event",
+        Message::Input(_) => "input",
+        Message::Output(_) => "output",
+        Message::Invalid { .. } => "invalid",
+    }
+}

@@ -1,0 +1,117 @@
+//! Foreground mode: the supervisor runs in the user's terminal.
+//!
+//! The terminal is put in raw mode and passed through both ways, so the
+//! person keeps the program's native UI while the endpoint socket lets other
+//! programs snapshot, send and attach. The real terminal answers the
+//! program's queries, so the screen model stays silent. Raw mode is restored
+//! on every way out: normal exit, error, and panic (the guard's Drop).
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::sys::termios::{self, SetArg, Termios};
+
+use super::{runtime, Supervisor, SupervisorConfig, SupervisorError};
+use crate::socket::protocol::ExitInfo;
+
+/// Restores the terminal's settings when dropped.
+pub struct RawModeGuard {
+    saved: Option<Termios>,
+}
+
+impl RawModeGuard {
+    /// Raw mode on stdin when it is a terminal; a no-op guard otherwise.
+    pub fn enable() -> Self {
+        let stdin = std::io::stdin();
+        let saved = termios::tcgetattr(stdin.as_fd()).ok();
+        if let Some(orig) = &saved {
+            let mut raw = orig.clone();
+            termios::cfmakeraw(&mut raw);
+            let _ = termios::tcsetattr(stdin.as_fd(), SetArg::TCSADRAIN, &raw);
+        }
+        Self { saved }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.saved.is_some()
+    }
+}
+
+impl Drop for RawModeGuard {
+    fn drop(&mut self) {
+        if let Some(orig) = &self.saved {
+            let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSADRAIN, orig);
+        }
+    }
+}
+
+/// The size of the terminal on `fd`, if it is one.
+pub fn terminal_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we own.
+    let ok = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// Runs `config` in the foreground until the child exits; returns its exit.
+/// `banner` is printed once before raw mode (e.g. which runtime this is).
+pub fn run_foreground(mut config: SupervisorConfig, banner: Option<&str>) -> Result<ExitInfo, SupervisorError> {
+    let stdin = std::io::stdin();
+    if let Some((rows, cols)) = terminal_size(stdin.as_fd()) {
+        config.spawn.rows = rows;
+        config.spawn.cols = cols;
+    }
+    if let Some(banner) = banner {
+        eprintln!("{banner}");
+    }
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let supervisor = Supervisor::start(config)?;
+        let guard = RawModeGuard::enable();
+        let shared = supervisor.shared().clone();
+        {
+            let mut state = shared.lock();
+            state.foreground_terminal = guard.is_terminal();
+            state.update_responder();
+        }
+        // Keystrokes: a blocking thread, since stdin cannot be made async
+        // without changing the caller's file description flags.
+        let input = shared.clone();
+        std::thread::Builder::new()
+            .name("stdin-relay".into())
+            .spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut stdin = std::io::stdin().lock();
+                while let Ok(n) = stdin.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    input.lock().pty.write(buf[..n].to_vec());
+                }
+            })
+            .map_err(SupervisorError::Runtime)?;
+        let resize = shared.clone();
+        tokio::spawn(async move {
+            let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()) else {
+                return;
+            };
+            while winch.recv().await.is_some() {
+                if let Some((rows, cols)) = terminal_size(std::io::stdin().as_fd()) {
+                    resize.lock().resize(rows, cols);
+                }
+            }
+        });
+        let mut stdout = std::io::stdout();
+        let info = supervisor
+            .run(
+                |bytes| {
+                    let _ = stdout.write_all(bytes);
+                    let _ = stdout.flush();
+                },
+                || {},
+            )
+            .await;
+        drop(guard);
+        Ok(info)
+    })
+}

@@ -1,0 +1,478 @@
+//! The supervisor: the one process that owns a session's PTY and endpoint.
+//!
+//! There is no global daemon. Each session has its own supervisor, so a crash
+//! takes down one session and never the others. The supervisor runs a
+//! single-threaded event loop: PTY output is fed to the screen model (and to
+//! the cell engine, for `k` sessions), then fanned out to attached clients;
+//! requests arrive on the endpoint socket, one task per connection. State that
+//! a crash could lose does not live here: the session record on disk is enough
+//! for the next command to notice a dead supervisor and clean up.
+
+mod connection;
+pub mod foreground;
+pub mod launch;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::cells::{CellEngine, CellsConfig, EngineNote};
+use crate::paths::ensure_runtime_root;
+use crate::pty::{PtyEvent, PtyProcess, SpawnSpec};
+use crate::screen::ScreenModel;
+use crate::session::{Liveness, Registry, SessionKind, SessionName, SessionPaths, SessionRecord};
+use crate::socket::protocol::{ExitInfo, SessionInfo};
+use crate::socket::{self, BindOutcome, SocketError};
+use crate::time::now_iso;
+
+/// How long a child may take to exit after SIGHUP/SIGTERM before SIGKILL.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
+/// After the child exits, how long to wait for output still in the PTY.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+/// Output chunks buffered for each attached client before it counts as
+/// lagging (it then gets a fresh redraw instead of the missed bytes).
+const CLIENT_BUFFER: usize = 1024;
+/// How long a `k` session's REPL may take to finish shell-integration set-up.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long connections may take to say goodbye after the child exited.
+const CLIENT_FAREWELL: Duration = Duration::from_secs(1);
+
+/// Everything a supervisor needs to start; sent from the launching command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SupervisorConfig {
+    pub name: SessionName,
+    pub kind: SessionKind,
+    pub spawn: SpawnSpec,
+    /// The command as the user gave it, for listings.
+    pub command_line: String,
+    pub kill_grace_ms: u64,
+    /// Present for `k` sessions.
+    pub cells: Option<CellsConfig>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathError),
+    #[error("session '{0}' already exists; pick another name or end it with: agent-comms session kill {0}")]
+    InUse(SessionName),
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    #[error(transparent)]
+    Pty(#[from] crate::pty::PtyError),
+    #[error("cannot write the session record {path}: {source}")]
+    Record {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the supervisor's event loop: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// State shared by the event loop and the connection tasks. Locked briefly,
+/// never across an await.
+pub(crate) struct State {
+    pub model: ScreenModel,
+    pub pty: PtyProcess,
+    pub info: SessionInfo,
+    /// Attached clients that can type (they own the terminal's answers).
+    pub interactive_clients: u32,
+    /// A real terminal is wired to this supervisor (foreground mode).
+    pub foreground_terminal: bool,
+    pub cells: Option<CellEngine>,
+}
+
+impl State {
+    /// The screen model answers terminal queries only while no real terminal
+    /// can: never two answers to one query.
+    fn update_responder(&mut self) {
+        let answer = self.interactive_clients == 0 && !self.foreground_terminal;
+        self.model.set_answer_queries(answer);
+    }
+
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        if rows == 0 || cols == 0 || (rows, cols) == (self.info.rows, self.info.cols) {
+            return;
+        }
+        let _ = self.pty.resize(rows, cols);
+        self.model.resize(rows, cols);
+        self.info.rows = rows;
+        self.info.cols = cols;
+    }
+
+    /// The cell engine, or the error a request for cells gets in a session
+    /// that does not run them.
+    pub fn cells_mut(&mut self) -> Result<&mut CellEngine, String> {
+        let name = &self.info.name;
+        match self.cells.as_mut() {
+            Some(c) => Ok(c),
+            None => Err(format!("session '{name}' does not run cells; start one with: k new <name> <repl>")),
+        }
+    }
+
+    pub fn client_joined(&mut self, interactive: bool) {
+        self.info.clients += 1;
+        if interactive {
+            self.interactive_clients += 1;
+            self.update_responder();
+        }
+    }
+
+    pub fn client_left(&mut self, interactive: bool) {
+        self.info.clients = self.info.clients.saturating_sub(1);
+        if interactive {
+            self.interactive_clients = self.interactive_clients.saturating_sub(1);
+            self.update_responder();
+        }
+    }
+}
+
+/// Handles the connection tasks share with the event loop.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    state: Arc<Mutex<State>>,
+    pub output: broadcast::Sender<Arc<Vec<u8>>>,
+    pub exit: watch::Receiver<Option<ExitInfo>>,
+    pub terminate: mpsc::UnboundedSender<Duration>,
+    pub kill_grace: Duration,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A supervisor whose child runs and whose socket listens.
+pub struct Supervisor {
+    shared: Shared,
+    listener: tokio::net::UnixListener,
+    events: mpsc::Receiver<PtyEvent>,
+    notes: mpsc::UnboundedReceiver<EngineNote>,
+    exit_tx: watch::Sender<Option<ExitInfo>>,
+    terminate_rx: mpsc::UnboundedReceiver<Duration>,
+    paths: SessionPaths,
+    registry: Registry,
+    record: SessionRecord,
+    /// Said once at start when a stale socket or record was replaced.
+    pub replaced_stale: bool,
+}
+
+impl Supervisor {
+    /// Binds the endpoint, starts the child and writes the session record.
+    /// Must run inside a tokio runtime. On error nothing is left behind.
+    pub fn start(config: SupervisorConfig) -> Result<Self, SupervisorError> {
+        let root = ensure_runtime_root()?;
+        let registry = Registry::new(root);
+        let mut replaced_stale = false;
+        match registry.check(&config.name) {
+            Some(Liveness::Live(_)) => return Err(SupervisorError::InUse(config.name)),
+            Some(Liveness::Stale(_)) => replaced_stale = true,
+            None => {}
+        }
+        let paths = registry.paths(&config.name);
+        let (listener, outcome) = match socket::bind(&paths.socket) {
+            Ok(ok) => ok,
+            Err(SocketError::InUse(_)) => return Err(SupervisorError::InUse(config.name)),
+            Err(SocketError::Bind { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrInUse =>
+            {
+                return Err(SupervisorError::InUse(config.name))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        replaced_stale |= outcome == BindOutcome::ReplacedStale;
+
+        let (events_tx, events) = mpsc::channel(256);
+        let spawn = config.spawn.clone();
+        let pty = match PtyProcess::spawn(&spawn, events_tx) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = std::fs::remove_file(&paths.socket);
+                return Err(e.into());
+            }
+        };
+        let record = SessionRecord {
+            name: config.name.clone(),
+            kind: config.kind,
+            pid: pty.pid(),
+            supervisor_pid: std::process::id(),
+            command: config.command_line.clone(),
+            cwd: spawn.cwd.display().to_string(),
+            started: now_iso(),
+            socket: paths.socket.clone(),
+        };
+        if let Err(source) = write_record(&paths, &record) {
+            pty.signal_groups(nix::sys::signal::Signal::SIGKILL);
+            let _ = std::fs::remove_file(&paths.socket);
+            return Err(SupervisorError::Record {
+                path: paths.record.clone(),
+                source,
+            });
+        }
+        let mut model = ScreenModel::new(spawn.rows, spawn.cols);
+        model.set_answer_queries(true);
+        let (notes_tx, notes) = mpsc::unbounded_channel();
+        let cells = config
+            .cells
+            .as_ref()
+            .map(|c| CellEngine::new(config.name.clone(), c.clone(), pty.writer(), notes_tx));
+        let mut state = State {
+            model,
+            info: SessionInfo {
+                name: record.name.to_string(),
+                kind: record.kind,
+                pid: record.pid,
+                supervisor_pid: record.supervisor_pid,
+                command: record.command.clone(),
+                cwd: record.cwd.clone(),
+                started: record.started.clone(),
+                clients: 0,
+                rows: spawn.rows,
+                cols: spawn.cols,
+            },
+            pty,
+            interactive_clients: 0,
+            foreground_terminal: false,
+            cells,
+        };
+        if let Some(cells) = state.cells.as_mut() {
+            let setup = cells.setup_input();
+            if !setup.is_empty() {
+                state.pty.write(setup);
+            }
+        }
+        let (exit_tx, exit) = watch::channel(None);
+        let (terminate, terminate_rx) = mpsc::unbounded_channel();
+        let (output, _) = broadcast::channel(CLIENT_BUFFER);
+        Ok(Self {
+            shared: Shared {
+                state: Arc::new(Mutex::new(state)),
+                output,
+                exit,
+                terminate,
+                kill_grace: Duration::from_millis(config.kill_grace_ms),
+            },
+            listener,
+            events,
+            notes,
+            exit_tx,
+            terminate_rx,
+            paths,
+            registry,
+            record,
+            replaced_stale,
+        })
+    }
+
+    pub fn record(&self) -> &SessionRecord {
+        &self.record
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Runs until the child has exited and every client was told. `tap`
+    /// sees every output chunk first (foreground mode writes it to the
+    /// user's terminal). `ready` is called once the session accepts work:
+    /// at once, or for a `k` session once its REPL finished set-up; if the
+    /// child exits first it is never called.
+    pub async fn run(mut self, mut tap: impl FnMut(&[u8]), ready: impl FnOnce()) -> ExitInfo {
+        let mut ready = Some(ready);
+        let mut connections = tokio::task::JoinSet::new();
+        let mut signals = TerminationSignals::new();
+        let mut exited: Option<ExitInfo> = None;
+        let mut eof = false;
+        let mut kill_deadline: Option<tokio::time::Instant> = None;
+        let mut drain_deadline: Option<tokio::time::Instant> = None;
+        let ready_deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
+        loop {
+            if ready.is_some() && self.is_ready() {
+                (ready.take().expect("checked"))();
+            }
+            let setup_deadline = ready.as_ref().map(|_| ready_deadline).filter(|_| kill_deadline.is_none());
+            let cell_deadline = self
+                .shared
+                .lock()
+                .cells
+                .as_ref()
+                .and_then(|c| c.next_deadline())
+                .map(tokio::time::Instant::from_std);
+            tokio::select! {
+                event = self.events.recv() => match event {
+                    Some(PtyEvent::Output(bytes)) => {
+                        tap(&bytes);
+                        self.on_output(bytes);
+                    }
+                    Some(PtyEvent::Eof) | None => {
+                        eof = true;
+                        if exited.is_some() { break; }
+                    }
+                    Some(PtyEvent::Exited(info)) => {
+                        tracing::info!(session = %self.record.name, "child exited: {info}");
+                        exited = Some(info);
+                        if eof { break; }
+                        // Output may still sit in the PTY; a grandchild that
+                        // keeps the slave open must not keep us alive.
+                        drain_deadline = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+                    }
+                },
+                accepted = self.listener.accept() => {
+                    if let Ok((stream, _)) = accepted {
+                        connections.spawn(connection::serve(stream, self.shared.clone()));
+                    }
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                Some(note) = self.notes.recv() => {
+                    if let Some(cells) = self.shared.lock().cells.as_mut() {
+                        cells.on_note(note);
+                    }
+                }
+                grace = self.terminate_rx.recv() => {
+                    let grace = grace.unwrap_or(self.shared.kill_grace);
+                    self.begin_termination(grace, &mut kill_deadline);
+                }
+                _ = signals.recv() => {
+                    let grace = self.shared.kill_grace;
+                    self.begin_termination(grace, &mut kill_deadline);
+                }
+                _ = sleep_until(kill_deadline) => {
+                    tracing::warn!("child still running after the grace period; sending SIGKILL");
+                    self.shared.lock().pty.signal_groups(nix::sys::signal::Signal::SIGKILL);
+                    kill_deadline = None;
+                }
+                _ = sleep_until(cell_deadline) => {
+                    self.on_cell_tick();
+                }
+                _ = sleep_until(drain_deadline) => break,
+                _ = sleep_until(setup_deadline) => {
+                    tracing::error!("the REPL did not finish shell-integration set-up in {SETUP_TIMEOUT:?}; ending it");
+                    let grace = self.shared.kill_grace;
+                    self.begin_termination(grace, &mut kill_deadline);
+                }
+            }
+        }
+        let info = exited.unwrap_or(ExitInfo { code: None, signal: None });
+        self.finish(&info);
+        // Let connections deliver their last words (exit events, a waiting
+        // `k run`'s reply), but never wait long for a silent client.
+        let _ = tokio::time::timeout(CLIENT_FAREWELL, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        info
+    }
+
+    fn is_ready(&self) -> bool {
+        self.shared.lock().cells.as_ref().is_none_or(CellEngine::is_ready)
+    }
+
+    fn on_output(&self, bytes: Vec<u8>) {
+        let mut state = self.shared.lock();
+        let replies = state.model.feed(&bytes);
+        if !replies.is_empty() {
+            state.pty.write(replies);
+        }
+        if let Some(cells) = state.cells.as_mut() {
+            cells.on_output(&bytes);
+        }
+        drop(state);
+        // No receivers is the common case and not an error.
+        let _ = self.shared.output.send(Arc::new(bytes));
+    }
+
+    fn on_cell_tick(&self) {
+        let mut state = self.shared.lock();
+        if let Some(cells) = state.cells.as_mut() {
+            cells.on_tick(std::time::Instant::now());
+        }
+    }
+
+    fn begin_termination(&self, grace: Duration, deadline: &mut Option<tokio::time::Instant>) {
+        use nix::sys::signal::Signal;
+        let state = self.shared.lock();
+        // SIGHUP is what a closing terminal sends: interactive shells, which
+        // ignore SIGTERM, exit on it. SIGTERM covers everything else.
+        state.pty.signal_groups(Signal::SIGHUP);
+        state.pty.signal_groups(Signal::SIGCONT);
+        state.pty.signal_groups(Signal::SIGTERM);
+        let new_deadline = tokio::time::Instant::now() + grace;
+        if deadline.is_none_or(|d| new_deadline < d) {
+            *deadline = Some(new_deadline);
+        }
+    }
+
+    /// Tells clients, removes the socket and the record.
+    fn finish(&self, info: &ExitInfo) {
+        // Dropping the engine closes its event stream: `km` sees `closed`
+        // and then the end of the stream.
+        if let Some(mut cells) = self.shared.lock().cells.take() {
+            cells.on_exit(info);
+        }
+        let _ = self.exit_tx.send(Some(info.clone()));
+        self.registry.remove_files(&self.paths, &self.record.socket);
+    }
+}
+
+fn write_record(paths: &SessionPaths, record: &SessionRecord) -> std::io::Result<()> {
+    let tmp = paths.record.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(record).expect("record serializes"))?;
+    crate::paths::make_owner_only(&tmp)?;
+    std::fs::rename(&tmp, &paths.record)
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP to the supervisor all mean: end the child, then
+/// exit. (In foreground mode the terminal is raw, so a person's Ctrl-C reaches
+/// the child as a byte, not the supervisor as a signal.)
+struct TerminationSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl TerminationSignals {
+    fn new() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Self {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
+        }
+    }
+
+    async fn recv(&mut self) {
+        async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            _ = one(&mut self.term) => {}
+            _ = one(&mut self.int) => {}
+            _ = one(&mut self.hup) => {}
+        }
+    }
+}
+
+/// A current-thread runtime: one session's traffic never needs two cores,
+/// and an idle supervisor should cost next to nothing.
+pub fn runtime() -> Result<tokio::runtime::Runtime, SupervisorError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(SupervisorError::Runtime)
+}

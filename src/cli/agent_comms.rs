@@ -1,0 +1,315 @@
+//! `agent-comms`: sessions (and, as they land, runtimes, messages, adapters).
+
+use std::path::PathBuf;
+
+use agent_comms_core::client::attach::{stream, StreamEnd, DEFAULT_DETACH_KEY};
+use agent_comms_core::client::{Client, ClientError};
+use agent_comms_core::keys::key_bytes;
+use agent_comms_core::paths::ensure_runtime_root;
+use agent_comms_core::pty::SpawnSpec;
+use agent_comms_core::session::{Registry, SessionKind, SessionName, SessionRecord};
+use agent_comms_core::socket::protocol::{Request, Response, SessionInfo, StreamMode};
+use agent_comms_core::supervisor::foreground::run_foreground;
+use agent_comms_core::supervisor::{SupervisorConfig, DEFAULT_KILL_GRACE};
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(
+    name = "agent-comms",
+    version,
+    about = "Supervise AI coding agents and REPLs in real pseudo-terminals",
+    long_about = "Supervise AI coding agents and REPLs in real pseudo-terminals.\n\n\
+        Each session is a program in a PTY owned by its own supervisor process, with a private \
+        endpoint socket under /tmp/agent-comms-<uid>/ (AGENT_COMMS_RUNTIME_DIR overrides). \
+        People attach to it; scripts snapshot, send and watch."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start, list, attach to, watch, drive and end supervised sessions.
+    #[command(subcommand)]
+    Session(SessionCommand),
+}
+
+#[derive(Subcommand)]
+enum SessionCommand {
+    /// Start CMD detached in a new session; returns once it runs.
+    New {
+        name: String,
+        #[command(flatten)]
+        spawn: SpawnArgs,
+        /// Print the session record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run CMD in a new session in this terminal (raw pass-through), while
+    /// other programs can snapshot, send and attach; exits with CMD's status.
+    Run {
+        name: String,
+        #[command(flatten)]
+        spawn: SpawnArgs,
+    },
+    /// List live sessions (every kind: sessions, k cells, runtimes).
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take over the session's terminal; the detach key gives it back.
+    Attach {
+        name: String,
+        /// Leave with this key (a name such as C-\, C-], C-q).
+        #[arg(long, default_value = "C-\\")]
+        detach_key: String,
+    },
+    /// Follow the session's screen read-only (Ctrl-C or q to stop).
+    Watch { name: String },
+    /// Print the current screen as text.
+    Snapshot {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write TEXT to the session as is (no Enter added).
+    Send {
+        name: String,
+        /// Treat each TEXT as a key name (Enter, C-c, Escape, Tab, Up …).
+        #[arg(long)]
+        keys: bool,
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// End the session (SIGHUP/SIGTERM, then SIGKILL after the grace period)
+    /// and wait until it is gone.
+    Kill {
+        name: String,
+        /// Seconds to wait before SIGKILL.
+        #[arg(long, default_value_t = DEFAULT_KILL_GRACE.as_secs_f64())]
+        grace: f64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct SpawnArgs {
+    /// Working directory (default: the current one).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Set a variable for CMD (repeatable).
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Terminal rows while nobody is attached.
+    #[arg(long, default_value_t = 24)]
+    rows: u16,
+    /// Terminal columns while nobody is attached.
+    #[arg(long, default_value_t = 80)]
+    cols: u16,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("agent-comms: {e:#}");
+            1
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Session(cmd) => session(cmd),
+    }
+}
+
+fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
+    match cmd {
+        SessionCommand::New { name, spawn, json } => {
+            let config = config(&name, spawn)?;
+            let record = super::launch::start_detached(&config)?;
+            if json {
+                println!("{}", serde_json::to_string(&record)?);
+            } else {
+                println!("started session {} (pid {})", record.name, record.pid);
+            }
+            Ok(0)
+        }
+        SessionCommand::Run { name, spawn } => {
+            let config = config(&name, spawn)?;
+            let info = run_foreground(config, None)?;
+            Ok(info.code.unwrap_or(128 + 1))
+        }
+        SessionCommand::Ls { json } => list(json),
+        SessionCommand::Attach { name, detach_key } => {
+            let key = match key_bytes(&detach_key)?.as_slice() {
+                [b] => *b,
+                _ => bail!("detach key {detach_key} is not a single byte; use a control key such as C-\\ or C-]"),
+            };
+            let (client, _) = connect(&name)?;
+            eprintln!("[attached to {name}; detach with {detach_key}]\r");
+            report_end(&name, stream(client, StreamMode::Interactive, key)?)
+        }
+        SessionCommand::Watch { name } => {
+            let (client, _) = connect(&name)?;
+            report_end(&name, stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?)
+        }
+        SessionCommand::Snapshot { name, json } => {
+            let (mut client, _) = connect(&name)?;
+            let Response::Snapshot(snap) = client.request(Request::Snapshot)? else {
+                bail!("unexpected reply to snapshot");
+            };
+            if json {
+                println!("{}", serde_json::to_string(&snap)?);
+            } else {
+                let last = snap.lines.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+                for line in &snap.lines[..last] {
+                    println!("{line}");
+                }
+            }
+            Ok(0)
+        }
+        SessionCommand::Send { name, keys, text } => {
+            let data = if keys {
+                let mut bytes = Vec::new();
+                for k in &text {
+                    bytes.extend(key_bytes(k)?);
+                }
+                String::from_utf8(bytes).expect("key bytes are ASCII")
+            } else {
+                text.join(" ")
+            };
+            let (mut client, _) = connect(&name)?;
+            client.request(Request::Write { data })?;
+            Ok(0)
+        }
+        SessionCommand::Kill { name, grace, json } => {
+            let (mut client, record) = connect(&name)?;
+            let grace_ms = (grace.max(0.0) * 1000.0) as u64;
+            let info = match client.request(Request::Kill { grace_ms })? {
+                Response::Exited(info) => info,
+                other => bail!("unexpected reply to kill: {other:?}"),
+            };
+            wait_gone(record.supervisor_pid);
+            if json {
+                println!("{}", json!({"name": name, "exit_code": info.code, "signal": info.signal}));
+            } else {
+                println!("killed session {name} ({info})");
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
+    let name = SessionName::parse(name)?;
+    let cwd = match spawn.cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = cwd
+        .canonicalize()
+        .with_context(|| format!("working directory {} does not exist", cwd.display()))?;
+    let env = spawn
+        .env
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => bail!("--env takes K=V, got '{kv}'"),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let command_line = spawn.command.join(" ");
+    Ok(SupervisorConfig {
+        name,
+        kind: SessionKind::Session,
+        spawn: SpawnSpec {
+            argv: spawn.command,
+            cwd,
+            env,
+            env_remove: Vec::new(),
+            rows: spawn.rows,
+            cols: spawn.cols,
+        },
+        command_line,
+        kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
+        cells: None,
+    })
+}
+
+/// A client for `name`, with a clear error for missing and stale sessions.
+fn connect(name: &str) -> anyhow::Result<(Client, SessionRecord)> {
+    let name = SessionName::parse(name)?;
+    match Client::for_session(&name) {
+        Ok(ok) => Ok(ok),
+        Err(ClientError::Session(agent_comms_core::session::SessionError::NotFound(n))) => {
+            bail!("no session '{n}'; see running ones with: agent-comms session ls")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn list(json: bool) -> anyhow::Result<i32> {
+    let registry = Registry::new(ensure_runtime_root()?);
+    let records = registry.live(&mut |stale| {
+        eprintln!(
+            "agent-comms: removed stale session '{}' (its supervisor, pid {}, is gone)",
+            stale.name, stale.supervisor_pid
+        );
+    })?;
+    let infos: Vec<SessionInfo> = records.iter().filter_map(info_of).collect();
+    if json {
+        println!("{}", serde_json::to_string(&infos)?);
+    } else if infos.is_empty() {
+        println!("no sessions");
+    } else {
+        println!("{:<20} {:<11} {:>8} {:>7}  {:<24} COMMAND", "NAME", "KIND", "PID", "CLIENTS", "STARTED");
+        for i in &infos {
+            println!(
+                "{:<20} {:<11} {:>8} {:>7}  {:<24} {}",
+                i.name,
+                i.kind.as_str(),
+                i.pid,
+                i.clients,
+                i.started,
+                i.command
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// Live details from the supervisor (clients, size); a supervisor that does
+/// not answer is left out rather than guessed at.
+fn info_of(record: &SessionRecord) -> Option<SessionInfo> {
+    let mut client = Client::connect(&record.socket).ok()?;
+    match client.request(Request::Info).ok()? {
+        Response::Info(info) => Some(info),
+        _ => None,
+    }
+}
+
+fn report_end(name: &str, end: StreamEnd) -> anyhow::Result<i32> {
+    match end {
+        StreamEnd::Detached => eprintln!("[detached from {name}; it keeps running]"),
+        StreamEnd::Exited(info) => eprintln!("[session {name} ended: {info}]"),
+        StreamEnd::Lost => bail!("lost the connection to session '{name}'"),
+    }
+    Ok(0)
+}
+
+/// Waits (bounded) until the supervisor process is gone.
+fn wait_gone(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while agent_comms_core::session::pid_alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

@@ -1,0 +1,24 @@
+pub mod agent_comms;
+pub mod k;
+pub mod km;
+mod launch;
+
+/// Every binary starts here: a detached supervisor is one of our binaries
+/// re-executed with a hidden first argument.
+pub fn supervisor_entry() -> Option<i32> {
+    let first = std::env::args_os().nth(1)?;
+    (first == agent_comms_core::supervisor::launch::SUPERVISOR_ARG).then(|| {
+        agent_comms_core::supervisor::launch::daemon_main(init_logging)
+    })
+}
+
+/// Logging for supervisors (to their log file); `AGENT_COMMS_LOG` filters.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_COMMS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
