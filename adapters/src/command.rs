@@ -35,7 +35,10 @@ mod tests {
     #[test]
     fn finds_the_program_behind_env_prefixes() {
         assert_eq!(program_of("bash").as_deref(), Some("bash"));
-        assert_eq!(program_of("/usr/bin/python3 -i").as_deref(), Some("python3"));
+        assert_eq!(
+            program_of("/usr/bin/python3 -i").as_deref(),
+            Some("python3")
+        );
         assert_eq!(
             program_of("env PYTHON_BASIC_REPL=1 python3 -i").as_deref(),
             Some("python3")

@@ -10,14 +10,29 @@ use serde::Deserialize;
 
 /// Profiles shipped with agent-comms.
 const BUILTIN: &[(&str, &str)] = &[
-    ("bash.toml", include_str!("../../config/providers/bash.toml")),
+    (
+        "bash.toml",
+        include_str!("../../config/providers/bash.toml"),
+    ),
     ("sh.toml", include_str!("../../config/providers/sh.toml")),
     ("zsh.toml", include_str!("../../config/providers/zsh.toml")),
-    ("python.toml", include_str!("../../config/providers/python.toml")),
-    ("node.toml", include_str!("../../config/providers/node.toml")),
+    (
+        "python.toml",
+        include_str!("../../config/providers/python.toml"),
+    ),
+    (
+        "node.toml",
+        include_str!("../../config/providers/node.toml"),
+    ),
     ("gdb.toml", include_str!("../../config/providers/gdb.toml")),
-    ("sqlite3.toml", include_str!("../../config/providers/sqlite3.toml")),
-    ("psql.toml", include_str!("../../config/providers/psql.toml")),
+    (
+        "sqlite3.toml",
+        include_str!("../../config/providers/sqlite3.toml"),
+    ),
+    (
+        "psql.toml",
+        include_str!("../../config/providers/psql.toml"),
+    ),
 ];
 
 const SCHEMA: u32 = 1;
@@ -67,6 +82,11 @@ pub struct ReplSection {
     /// The start mark is followed by a newline that is not output.
     #[serde(default)]
     pub newline_after_start: bool,
+    /// Type the set-up only once the REPL printed this text (for REPLs that
+    /// drop input typed before their line editor is ready); unset types it
+    /// at once.
+    #[serde(default)]
+    pub setup_after: Option<String>,
 }
 
 impl ReplProfile {
@@ -83,7 +103,10 @@ impl ReplProfile {
             )));
         }
         if profile.kind != "repl" {
-            return Err(invalid(format!("kind '{}' is not a REPL profile", profile.kind)));
+            return Err(invalid(format!(
+                "kind '{}' is not a REPL profile",
+                profile.kind
+            )));
         }
         Ok(profile)
     }
@@ -119,7 +142,10 @@ mod tests {
     fn builtins_parse_and_claim_their_commands() {
         assert_eq!(builtin_repls().len(), BUILTIN.len());
         assert_eq!(repl_for_command("python3.13 -q").unwrap().name, "python");
-        assert_eq!(repl_for_command("env X=1 bash --norc").unwrap().name, "bash");
+        assert_eq!(
+            repl_for_command("env X=1 bash --norc").unwrap().name,
+            "bash"
+        );
         assert!(repl_for_command("vim").is_none());
     }
 

@@ -20,11 +20,15 @@ pub const HOME_ENV: &str = "AGENT_COMMS_HOME";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
-    #[error("runtime directory {path} is a symlink; remove it (rm {path}) and run the command again")]
+    #[error(
+        "runtime directory {path} is a symlink; remove it (rm {path}) and run the command again"
+    )]
     Symlink { path: String },
     #[error("runtime directory {path} belongs to uid {owner}, not to you (uid {me}); remove it or set {RUNTIME_DIR_ENV} to a directory of your own")]
     ForeignOwner { path: String, owner: u32, me: u32 },
-    #[error("runtime directory {path} is open to other users (mode {mode:o}); run: chmod 700 {path}")]
+    #[error(
+        "runtime directory {path} is open to other users (mode {mode:o}); run: chmod 700 {path}"
+    )]
     Permissive { path: String, mode: u32 },
     #[error("runtime directory {path} is not a directory; remove it and run the command again")]
     NotDirectory { path: String },

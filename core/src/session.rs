@@ -24,7 +24,9 @@ const MAX_NAME_LEN: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("invalid session name: '{0}'")]
+    // Escaped: a name with a newline or escape sequence must not break the
+    // one-line error contract or the user's terminal.
+    #[error("invalid session name: '{}'; use letters, digits, '.', '_' and '-' (not '..')", .0.escape_debug())]
     InvalidName(String),
     #[error("no session '{0}'")]
     NotFound(String),
@@ -221,7 +223,10 @@ impl Registry {
     }
 
     /// The live sessions, with a warning line for each stale one removed.
-    pub fn live(&self, warn: &mut dyn FnMut(&SessionRecord)) -> Result<Vec<SessionRecord>, SessionError> {
+    pub fn live(
+        &self,
+        warn: &mut dyn FnMut(&SessionRecord),
+    ) -> Result<Vec<SessionRecord>, SessionError> {
         Ok(self
             .scan()?
             .into_iter()
@@ -251,7 +256,9 @@ pub fn pid_alive(pid: u32) -> bool {
         Ok(stat) => {
             // The state follows the parenthesised command name, which may
             // itself contain spaces and parentheses.
-            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
             !matches!(state, Some('Z') | Some('X') | None)
         }
         Err(_) => false,

@@ -120,10 +120,28 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agent-comms: {e:#}");
+            eprintln!("agent-comms: {}", one_line(&e));
             1
         }
     }
+}
+
+/// The error and its causes on one line. Core errors already quote their
+/// source in their message, so a cause whose text is already there is not
+/// repeated (`{e:#}` would print "Broken pipe: Broken pipe").
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
@@ -161,7 +179,10 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
         }
         SessionCommand::Watch { name } => {
             let (client, _) = connect(&name)?;
-            report_end(&name, stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?)
+            report_end(
+                &name,
+                stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?,
+            )
         }
         SessionCommand::Snapshot { name, json } => {
             let (mut client, _) = connect(&name)?;
@@ -171,7 +192,11 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             if json {
                 println!("{}", serde_json::to_string(&snap)?);
             } else {
-                let last = snap.lines.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+                let last = snap
+                    .lines
+                    .iter()
+                    .rposition(|l| !l.is_empty())
+                    .map_or(0, |i| i + 1);
                 for line in &snap.lines[..last] {
                     println!("{line}");
                 }
@@ -201,7 +226,10 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             };
             wait_gone(record.supervisor_pid);
             if json {
-                println!("{}", json!({"name": name, "exit_code": info.code, "signal": info.signal}));
+                println!(
+                    "{}",
+                    json!({"name": name, "exit_code": info.code, "signal": info.signal})
+                );
             } else {
                 println!("killed session {name} ({info})");
             }
@@ -271,7 +299,10 @@ fn list(json: bool) -> anyhow::Result<i32> {
     } else if infos.is_empty() {
         println!("no sessions");
     } else {
-        println!("{:<20} {:<11} {:>8} {:>7}  {:<24} COMMAND", "NAME", "KIND", "PID", "CLIENTS", "STARTED");
+        println!(
+            "{:<20} {:<11} {:>8} {:>7}  {:<24} COMMAND",
+            "NAME", "KIND", "PID", "CLIENTS", "STARTED"
+        );
         for i in &infos {
             println!(
                 "{:<20} {:<11} {:>8} {:>7}  {:<24} {}",

@@ -1,4 +1,6 @@
 pub mod agent_comms;
+mod cells_format;
+mod interrupt;
 pub mod k;
 pub mod km;
 mod launch;
@@ -7,9 +9,8 @@ mod launch;
 /// re-executed with a hidden first argument.
 pub fn supervisor_entry() -> Option<i32> {
     let first = std::env::args_os().nth(1)?;
-    (first == agent_comms_core::supervisor::launch::SUPERVISOR_ARG).then(|| {
-        agent_comms_core::supervisor::launch::daemon_main(init_logging)
-    })
+    (first == agent_comms_core::supervisor::launch::SUPERVISOR_ARG)
+        .then(|| agent_comms_core::supervisor::launch::daemon_main(init_logging))
 }
 
 /// Logging for supervisors (to their log file); `AGENT_COMMS_LOG` filters.

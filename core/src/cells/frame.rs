@@ -114,13 +114,22 @@ impl RepeatDetector {
 
 impl FrameDetector for RepeatDetector {
     fn text(&mut self, text: &[u8], _: &mut OutputBuffer) -> Option<FrameEnd> {
-        let Self { split, lines, last, repeats } = self;
+        let Self {
+            split,
+            lines,
+            last,
+            repeats,
+        } = self;
         split.feed(text, |clean| {
             if continuation(clean) {
                 *last = Some(clean.to_owned());
                 return None;
             }
-            *repeats = if last.as_deref() == Some(clean) { *repeats + 1 } else { 0 };
+            *repeats = if last.as_deref() == Some(clean) {
+                *repeats + 1
+            } else {
+                0
+            };
             lines.push(clean.to_owned());
             *last = Some(clean.to_owned());
             if *repeats >= FRAME_ENTERS - 1 {
@@ -155,7 +164,11 @@ impl PromptDetector {
 
 impl FrameDetector for PromptDetector {
     fn text(&mut self, text: &[u8], _: &mut OutputBuffer) -> Option<FrameEnd> {
-        let Self { split, lines, prompt } = self;
+        let Self {
+            split,
+            lines,
+            prompt,
+        } = self;
         let echo = format!("{prompt} ");
         let end = split.feed(text, |clean| {
             if clean == prompt.as_str() {
@@ -168,7 +181,10 @@ impl FrameDetector for PromptDetector {
         });
         // A prompt is not followed by a newline until the next input: match
         // the line in progress too (agent-tty polls the pane for this).
-        end.or_else(|| (split.partial_clean().as_deref() == Some(prompt.as_str())).then_some(FrameEnd { exit_code: None }))
+        end.or_else(|| {
+            (split.partial_clean().as_deref() == Some(prompt.as_str()))
+                .then_some(FrameEnd { exit_code: None })
+        })
     }
 
     fn lines(&mut self) -> Option<&mut Vec<String>> {
@@ -202,7 +218,13 @@ impl HookDetector {
 
 impl FrameDetector for HookDetector {
     fn text(&mut self, text: &[u8], _: &mut OutputBuffer) -> Option<FrameEnd> {
-        let Self { split, lines, to_hook, last_was_line, .. } = self;
+        let Self {
+            split,
+            lines,
+            to_hook,
+            last_was_line,
+            ..
+        } = self;
         split.feed(text, |clean| {
             let _ = to_hook.send(clean.to_owned());
             lines.push(clean.to_owned());
@@ -245,7 +267,10 @@ pub fn hook_writer(mut stdin: std::process::ChildStdin) -> mpsc::Sender<String> 
     let (tx, rx) = mpsc::channel::<String>();
     std::thread::spawn(move || {
         for line in rx {
-            if writeln!(stdin, "{line}").and_then(|_| stdin.flush()).is_err() {
+            if writeln!(stdin, "{line}")
+                .and_then(|_| stdin.flush())
+                .is_err()
+            {
                 break;
             }
         }
@@ -349,7 +374,10 @@ mod tests {
         d.osc(b"133;C;t0k", &mut out);
         d.text(b"  a\n\nsame\nsame\n", &mut out);
         assert!(d.osc(b"133;D;0;other", &mut out).is_none());
-        assert_eq!(d.osc(b"133;D;3;t0k", &mut out), Some(FrameEnd { exit_code: Some(3) }));
+        assert_eq!(
+            d.osc(b"133;D;3;t0k", &mut out),
+            Some(FrameEnd { exit_code: Some(3) })
+        );
         assert_eq!(out.finish(), "  a\n\nsame\nsame");
     }
 }

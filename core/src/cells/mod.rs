@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use self::frame::{FrameDetector, HookDetector, IntegrationDetector, PromptDetector, RepeatDetector};
+use self::frame::{
+    FrameDetector, HookDetector, IntegrationDetector, PromptDetector, RepeatDetector,
+};
 use self::output::OutputBuffer;
 use self::view::{FilteredView, FRAME_ENTERS};
 use crate::pty::PtyWriter;
@@ -28,6 +30,8 @@ use crate::time::now_iso;
 
 /// Output quiet time after which a hook is shown the line in progress.
 const HOOK_PROBE_QUIET: Duration = Duration::from_millis(50);
+/// How long set-up waits for its cue before it is typed anyway.
+const SETUP_CUE_WAIT: Duration = Duration::from_secs(2);
 /// Events kept for `km -1` to find completions that already happened.
 const EVENT_HISTORY: usize = 256;
 /// Finished results kept for polling.
@@ -50,14 +54,17 @@ pub enum FrameMode {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Integration {
     pub profile: String,
-    /// Typed once at start.
+    /// Typed once at start; `{setup_file}` stands for a private file that
+    /// holds `setup_script`.
     pub setup: String,
+    pub setup_script: String,
     pub run_file: String,
     pub file_suffix: String,
     pub file_prologue: String,
     pub type_simple_lines: bool,
     pub exit_status: bool,
     pub newline_after_start: bool,
+    pub setup_after: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,14 +82,18 @@ impl CellsConfig {
     /// The configuration for `command_line`: integration when a profile
     /// knows the REPL and no `--prompt` was given.
     pub fn for_command(command_line: &str, prompt: Option<FrameMode>, files_dir: PathBuf) -> Self {
-        let token = random_hex(8);
+        // Eight hex digits: enough to tell our marks from any other program's
+        // OSC 133, and short enough for sqlite3, which cuts prompts at 19
+        // bytes (`ESC ]133;D;0;` + token + BEL is exactly that).
+        let token = random_hex(4);
         let program = agent_comms_adapters::program_of(command_line);
-        let frame = prompt.unwrap_or_else(|| {
-            match agent_comms_adapters::repl_for_command(command_line) {
-                Some(p) => FrameMode::Integration(render(&p, &token)),
-                None => FrameMode::Repeat,
-            }
-        });
+        let frame =
+            prompt.unwrap_or_else(
+                || match agent_comms_adapters::repl_for_command(command_line) {
+                    Some(p) => FrameMode::Integration(render(&p, &token)),
+                    None => FrameMode::Repeat,
+                },
+            );
         Self {
             frame,
             token,
@@ -103,7 +114,11 @@ impl CellsConfig {
 
 fn render(profile: &agent_comms_adapters::ReplProfile, token: &str) -> Integration {
     let r = &profile.repl;
-    let script = r.setup_script.as_deref().unwrap_or("").replace("{token}", token);
+    let script = r
+        .setup_script
+        .as_deref()
+        .unwrap_or("")
+        .replace("{token}", token);
     let setup = r
         .setup
         .replace("{token}", token)
@@ -111,12 +126,14 @@ fn render(profile: &agent_comms_adapters::ReplProfile, token: &str) -> Integrati
     Integration {
         profile: profile.name.clone(),
         setup,
+        setup_script: script,
         run_file: r.run_file.clone(),
         file_suffix: r.file_suffix.clone(),
         file_prologue: r.file_prologue.replace("{token}", token),
         type_simple_lines: r.type_simple_lines,
         exit_status: r.exit_status,
         newline_after_start: r.newline_after_start,
+        setup_after: r.setup_after.clone(),
     }
 }
 
@@ -152,6 +169,10 @@ pub struct CellEngine {
     seen_setup_mark: bool,
     /// Integration: prompts still owed by an interrupt, to be ignored.
     stale_prompts: u32,
+    created: Instant,
+    setup_typed: bool,
+    setup_cue_seen: bool,
+    cue_window: Vec<u8>,
     active: Option<ActiveCell>,
     results: VecDeque<CellReply>,
     latest: Option<String>,
@@ -161,7 +182,12 @@ pub struct CellEngine {
 }
 
 impl CellEngine {
-    pub fn new(session: SessionName, config: CellsConfig, writer: PtyWriter, notes: mpsc::UnboundedSender<EngineNote>) -> Self {
+    pub fn new(
+        session: SessionName,
+        config: CellsConfig,
+        writer: PtyWriter,
+        notes: mpsc::UnboundedSender<EngineNote>,
+    ) -> Self {
         let _ = std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
             .create(&config.files_dir);
         Self {
@@ -173,6 +199,10 @@ impl CellEngine {
             stripper: AnsiStripper::default(),
             seen_setup_mark: false,
             stale_prompts: 0,
+            created: Instant::now(),
+            setup_typed: false,
+            setup_cue_seen: false,
+            cue_window: Vec::new(),
             active: None,
             results: VecDeque::new(),
             latest: None,
@@ -182,19 +212,83 @@ impl CellEngine {
         }
     }
 
-    /// What to type at start (the integration set-up), if anything.
-    pub fn setup_input(&self) -> Vec<u8> {
-        match &self.config.frame {
-            FrameMode::Integration(i) => {
-                let mut out = Vec::new();
-                for line in i.setup.lines() {
-                    out.extend_from_slice(line.as_bytes());
-                    out.push(b'\r');
-                }
-                out
-            }
-            _ => Vec::new(),
+    /// Types the integration set-up once it is due: at once, or — for
+    /// REPLs that discard what was typed before their line editor started —
+    /// once the REPL has printed something and gone quiet.
+    fn type_setup_if_due(&mut self, now: Instant) {
+        let Some(due) = self.setup_due() else { return };
+        if now < due {
+            return;
         }
+        let FrameMode::Integration(i) = &self.config.frame else {
+            return;
+        };
+        let mut setup = i.setup.clone();
+        if setup.contains("{setup_file}") {
+            let path = self
+                .config
+                .files_dir
+                .join(format!("setup{}", i.file_suffix));
+            if let Err(e) = write_private(&path, &i.setup_script) {
+                tracing::error!("cannot write the set-up file {}: {e}", path.display());
+            }
+            setup = setup.replace("{setup_file}", &path.display().to_string());
+        }
+        let mut out = Vec::new();
+        for line in setup.lines() {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\r');
+        }
+        self.writer.write(out);
+        self.setup_typed = true;
+    }
+
+    fn setup_due(&self) -> Option<Instant> {
+        let FrameMode::Integration(i) = &self.config.frame else {
+            return None;
+        };
+        if self.setup_typed {
+            return None;
+        }
+        match &i.setup_after {
+            None => Some(self.created),
+            Some(_) if self.setup_cue_seen => Some(self.created),
+            // Never wait forever for a cue a REPL version may not print.
+            Some(_) => Some(self.created + SETUP_CUE_WAIT),
+        }
+    }
+
+    /// Looks for the text after which the set-up may be typed, across chunk
+    /// boundaries.
+    fn watch_setup_cue(&mut self, bytes: &[u8]) {
+        let FrameMode::Integration(i) = &self.config.frame else {
+            return;
+        };
+        let Some(cue) = i
+            .setup_after
+            .as_deref()
+            .filter(|_| !self.setup_typed && !self.setup_cue_seen)
+        else {
+            return;
+        };
+        self.cue_window.extend_from_slice(bytes);
+        if self
+            .cue_window
+            .windows(cue.len())
+            .any(|w| w == cue.as_bytes())
+        {
+            self.setup_cue_seen = true;
+            self.cue_window = Vec::new();
+            self.type_setup_if_due(Instant::now());
+        } else {
+            let keep = self.cue_window.len().saturating_sub(cue.len());
+            self.cue_window.drain(..keep);
+        }
+    }
+
+    /// Called once the supervisor runs: types an immediate set-up.
+    pub fn start(&mut self) {
+        self.type_setup_if_due(Instant::now());
     }
 
     /// Ready for cells: set-up complete (always, outside integration).
@@ -203,6 +297,7 @@ impl CellEngine {
     }
 
     pub fn on_output(&mut self, bytes: &[u8]) {
+        self.watch_setup_cue(bytes);
         let mut pieces: Vec<(bool, Vec<u8>)> = Vec::new();
         self.stripper.feed(bytes, &mut |p| match p {
             Piece::Text(t) => pieces.push((true, t.to_vec())),
@@ -220,7 +315,9 @@ impl CellEngine {
     fn on_text(&mut self, text: &[u8]) {
         let shown = self.view.text(text);
         self.broadcast_lines(shown);
-        let Some(cell) = self.active.as_mut() else { return };
+        let Some(cell) = self.active.as_mut() else {
+            return;
+        };
         cell.last_output = Instant::now();
         if cell.timed_out || cell.pending_input.is_some() {
             return;
@@ -255,7 +352,9 @@ impl CellEngine {
                 }
             }
         }
-        let Some(cell) = self.active.as_mut() else { return };
+        let Some(cell) = self.active.as_mut() else {
+            return;
+        };
         if cell.timed_out || cell.pending_input.is_some() {
             return;
         }
@@ -276,7 +375,11 @@ impl CellEngine {
     pub fn on_note(&mut self, note: EngineNote) {
         match note {
             EngineNote::HookExited { cell_id } => {
-                let Some(cell) = self.active.as_mut().filter(|c| c.id == cell_id && !c.timed_out) else {
+                let Some(cell) = self
+                    .active
+                    .as_mut()
+                    .filter(|c| c.id == cell_id && !c.timed_out)
+                else {
                     return;
                 };
                 let mut lines = Vec::new();
@@ -289,6 +392,9 @@ impl CellEngine {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
+        if let Some(due) = self.setup_due() {
+            return Some(due);
+        }
         let cell = self.active.as_ref().filter(|c| !c.timed_out)?;
         let probe = cell
             .detector
@@ -299,7 +405,10 @@ impl CellEngine {
     }
 
     pub fn on_tick(&mut self, now: Instant) {
-        let Some(cell) = self.active.as_mut().filter(|c| !c.timed_out) else { return };
+        self.type_setup_if_due(now);
+        let Some(cell) = self.active.as_mut().filter(|c| !c.timed_out) else {
+            return;
+        };
         if now < cell.deadline {
             if cell.detector.wants_quiet() && now >= cell.last_output + HOOK_PROBE_QUIET {
                 cell.detector.quiet();
@@ -321,7 +430,9 @@ impl CellEngine {
 
     /// The frame of the active cell ended.
     fn finish_frame(&mut self, exit_code: Option<i32>) {
-        let Some(mut cell) = self.active.take() else { return };
+        let Some(mut cell) = self.active.take() else {
+            return;
+        };
         kill_hook(&mut cell);
         let output = match cell.detector.lines() {
             Some(lines) => lines.join("\n"),
@@ -356,7 +467,11 @@ impl CellEngine {
     pub fn on_exit(&mut self, info: &ExitInfo) {
         if let Some(mut cell) = self.active.take() {
             kill_hook(&mut cell);
-            let result = reply(&cell.id, CellState::Error, format!("session exited ({info})"));
+            let result = reply(
+                &cell.id,
+                CellState::Error,
+                format!("session exited ({info})"),
+            );
             remove_file(&cell.file);
             if let Some(waiter) = cell.waiter.take() {
                 let _ = waiter.send(result);
@@ -368,7 +483,12 @@ impl CellEngine {
 
     /// Starts a cell. `Ok` carries the receiver of the final reply (only
     /// with `wait`); `Err` is the reply to give at once (fired, or refused).
-    pub fn run(&mut self, code: String, timeout_ms: u64, wait: bool) -> Result<oneshot::Receiver<CellReply>, CellReply> {
+    pub fn run(
+        &mut self,
+        code: String,
+        timeout_ms: u64,
+        wait: bool,
+    ) -> Result<oneshot::Receiver<CellReply>, CellReply> {
         if let Some(active) = &self.active {
             return Err(error_reply(None, format!("active cell '{}'", active.id)));
         }
@@ -407,24 +527,53 @@ impl CellEngine {
 
     /// The bytes to type, the cell file, and the detector for one cell.
     #[allow(clippy::type_complexity)]
-    fn prepare(&self, id: &str, code: &str) -> Result<(Vec<u8>, Option<PathBuf>, Box<dyn FrameDetector>, Option<u32>), String> {
+    fn prepare(
+        &self,
+        id: &str,
+        code: &str,
+    ) -> Result<
+        (
+            Vec<u8>,
+            Option<PathBuf>,
+            Box<dyn FrameDetector>,
+            Option<u32>,
+        ),
+        String,
+    > {
         let enters = "\r".repeat(FRAME_ENTERS);
         match &self.config.frame {
             FrameMode::Integration(i) => {
                 if i.type_simple_lines && is_simple_line(code) {
-                    let d = IntegrationDetector::new(&self.config.token, i.newline_after_start, i.exit_status);
+                    let d = IntegrationDetector::new(
+                        &self.config.token,
+                        i.newline_after_start,
+                        i.exit_status,
+                    );
                     return Ok((format!("{code}\r").into_bytes(), None, Box::new(d), None));
                 }
                 let path = self.config.files_dir.join(format!("{id}{}", i.file_suffix));
-                write_private(&path, &format!("{}{code}\n", i.file_prologue)).map_err(|e| e.to_string())?;
+                write_private(&path, &format!("{}{code}\n", i.file_prologue))
+                    .map_err(|e| e.to_string())?;
                 let typed = i.run_file.replace("{file}", &path.display().to_string());
-                let d = IntegrationDetector::new(&self.config.token, i.newline_after_start, i.exit_status);
-                Ok((format!("{typed}\r").into_bytes(), Some(path), Box::new(d), None))
+                let d = IntegrationDetector::new(
+                    &self.config.token,
+                    i.newline_after_start,
+                    i.exit_status,
+                );
+                Ok((
+                    format!("{typed}\r").into_bytes(),
+                    Some(path),
+                    Box::new(d),
+                    None,
+                ))
             }
             mode => {
                 // agent-tty's framing: multi-line bash code is sourced from a
                 // file; everything else is pasted line by line.
-                let (send, file) = if self.config.bash && !matches!(mode, FrameMode::Prompt(_)) && echo_lines(code) > 1 {
+                let (send, file) = if self.config.bash
+                    && !matches!(mode, FrameMode::Prompt(_))
+                    && echo_lines(code) > 1
+                {
                     let path = self.config.files_dir.join(format!("{id}.sh"));
                     write_private(&path, &format!("{code}\n")).map_err(|e| e.to_string())?;
                     (format!("source '{}'", path.display()), Some(path))
@@ -438,7 +587,9 @@ impl CellEngine {
                     FrameMode::Prompt(p) => (Box::new(PromptDetector::new(p, echo)), None),
                     FrameMode::Hook(path) => {
                         input.push_str(&enters);
-                        let (tx, pid) = self.spawn_hook(id, path).map_err(|e| format!("hook {}: {e}", path.display()))?;
+                        let (tx, pid) = self
+                            .spawn_hook(id, path)
+                            .map_err(|e| format!("hook {}: {e}", path.display()))?;
                         (Box::new(HookDetector::new(echo, tx)), Some(pid))
                     }
                     _ => {
@@ -451,7 +602,11 @@ impl CellEngine {
         }
     }
 
-    fn spawn_hook(&self, id: &str, path: &std::path::Path) -> std::io::Result<(std::sync::mpsc::Sender<String>, u32)> {
+    fn spawn_hook(
+        &self,
+        id: &str,
+        path: &std::path::Path,
+    ) -> std::io::Result<(std::sync::mpsc::Sender<String>, u32)> {
         let mut child = std::process::Command::new(path)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
@@ -472,12 +627,21 @@ impl CellEngine {
         let id = match cell_id {
             Some(id) if is_cell_id(id) => id.to_owned(),
             Some(_) => return error_reply(None, "invalid cell_id".into()),
-            None => match self.active.as_ref().map(|c| c.id.clone()).or_else(|| self.latest.clone()) {
+            None => match self
+                .active
+                .as_ref()
+                .map(|c| c.id.clone())
+                .or_else(|| self.latest.clone())
+            {
                 Some(id) => id,
                 None => return error_reply(None, format!("no active cell on '{}'", self.session)),
             },
         };
-        if let Some(pos) = self.results.iter().position(|r| r.cell_id.as_deref() == Some(id.as_str())) {
+        if let Some(pos) = self
+            .results
+            .iter()
+            .position(|r| r.cell_id.as_deref() == Some(id.as_str()))
+        {
             let result = self.results.remove(pos).expect("position is valid");
             if self.latest.as_deref() == Some(id.as_str()) && self.active.is_none() {
                 self.latest = None;
@@ -486,12 +650,18 @@ impl CellEngine {
         }
         match self.active.as_mut().filter(|c| c.id == id) {
             Some(cell) if cell.timed_out => {
-                let hint = if cell.timeout_polled { "use k int or k kill" } else { "" };
+                let hint = if cell.timeout_polled {
+                    "use k int or k kill"
+                } else {
+                    ""
+                };
                 cell.timeout_polled = true;
                 reply(&id, CellState::Timeout, hint.into())
             }
             Some(_) => reply(&id, CellState::Running, String::new()),
-            None if cell_id.is_none() => error_reply(None, format!("no active cell on '{}'", self.session)),
+            None if cell_id.is_none() => {
+                error_reply(None, format!("no active cell on '{}'", self.session))
+            }
             None => error_reply(Some(id), "unknown cell".into()),
         }
     }
@@ -522,7 +692,11 @@ impl CellEngine {
         let (state, id) = match &self.active {
             Some(c) if c.timed_out => ("timeout", Some(c.id.clone())),
             Some(c) => ("running", Some(c.id.clone())),
-            None => match self.latest.as_ref().filter(|id| self.results.iter().any(|r| r.cell_id.as_ref() == Some(*id))) {
+            None => match self
+                .latest
+                .as_ref()
+                .filter(|id| self.results.iter().any(|r| r.cell_id.as_ref() == Some(*id)))
+            {
                 Some(id) => ("done", Some(id.clone())),
                 None => ("idle", None),
             },
@@ -549,7 +723,11 @@ impl CellEngine {
     }
 
     pub fn subscribe(&self, history: bool) -> (Vec<CellEvent>, broadcast::Receiver<CellEvent>) {
-        let past = if history { self.past.iter().cloned().collect() } else { Vec::new() };
+        let past = if history {
+            self.past.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
         (past, self.events.subscribe())
     }
 
@@ -586,7 +764,10 @@ impl CellEngine {
 
 fn kill_hook(cell: &mut ActiveCell) {
     if let Some(pid) = cell.hook_pid.take() {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 
@@ -611,7 +792,10 @@ fn error_reply(id: Option<String>, message: String) -> CellReply {
 /// Lines the REPL echoes: the code's lines up to the last non-blank one.
 fn echo_lines(code: &str) -> usize {
     let lines: Vec<&str> = code.trim_start().split('\n').collect();
-    lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1)
+    lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1)
 }
 
 /// One line a line editor takes as typed: no control characters, not huge.
@@ -645,7 +829,10 @@ fn remove_file(path: &Option<PathBuf>) {
 pub fn random_hex(bytes: usize) -> String {
     use std::io::Read;
     let mut buf = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_err() {
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_err()
+    {
         // Never expected on Linux; fall back to time and pid, still unique enough per session.
         let seed = crate::time::unix_millis() ^ u64::from(std::process::id()) << 32;
         for (i, b) in buf.iter_mut().enumerate() {
@@ -659,7 +846,10 @@ fn base64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);

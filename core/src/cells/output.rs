@@ -43,7 +43,10 @@ impl OutputBuffer {
         }
         // Start at a line boundary so no line is shown cut in half.
         let text = text.split_once('\n').map_or(&*text, |(_, rest)| rest);
-        format!("[agent-comms: {} earlier bytes of output omitted]\n{text}", self.dropped)
+        format!(
+            "[agent-comms: {} earlier bytes of output omitted]\n{text}",
+            self.dropped
+        )
     }
 }
 

@@ -77,9 +77,20 @@ impl FilteredView {
 
     /// The last `n` lines, including a pending run too short to be noise.
     pub fn last(&self, n: usize) -> Vec<String> {
-        let pending = if self.run.len() < FRAME_ENTERS { self.run.len() } else { 0 };
-        let all: Vec<&String> = self.lines.iter().chain(self.run.iter().take(pending)).collect();
-        all[all.len().saturating_sub(n)..].iter().map(|s| (*s).clone()).collect()
+        let pending = if self.run.len() < FRAME_ENTERS {
+            self.run.len()
+        } else {
+            0
+        };
+        let all: Vec<&String> = self
+            .lines
+            .iter()
+            .chain(self.run.iter().take(pending))
+            .collect();
+        all[all.len().saturating_sub(n)..]
+            .iter()
+            .map(|s| (*s).clone())
+            .collect()
     }
 }
 

@@ -32,7 +32,11 @@ const RESET_TERMINAL: &[u8] =
 
 /// Streams session output to stdout (and, when `mode` is interactive,
 /// stdin to the session) until detach, exit or loss.
-pub fn stream(mut client: Client, mode: StreamMode, detach_key: u8) -> Result<StreamEnd, ClientError> {
+pub fn stream(
+    mut client: Client,
+    mode: StreamMode,
+    detach_key: u8,
+) -> Result<StreamEnd, ClientError> {
     let size = terminal_size(std::io::stdin().as_fd());
     client.send(Message::Request(Request::Attach {
         mode,
@@ -52,7 +56,9 @@ pub fn stream(mut client: Client, mode: StreamMode, detach_key: u8) -> Result<St
         let frame = match client.read_frame() {
             Ok(f) => f,
             // The keyboard thread shut the socket down: a detach.
-            Err(ClientError::Closed) | Err(ClientError::Io(_)) if DETACHED.load(std::sync::atomic::Ordering::SeqCst) => {
+            Err(ClientError::Closed) | Err(ClientError::Io(_))
+                if DETACHED.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
                 break StreamEnd::Detached
             }
             Err(ClientError::Closed) | Err(ClientError::Io(_)) => break StreamEnd::Lost,
@@ -64,7 +70,9 @@ pub fn stream(mut client: Client, mode: StreamMode, detach_key: u8) -> Result<St
                 let _ = stdout.flush();
             }
             Message::Event(Event::Exited(info)) => break StreamEnd::Exited(info),
-            Message::Response(Response::Error { message }) => return Err(ClientError::Server(message)),
+            Message::Response(Response::Error { message }) => {
+                return Err(ClientError::Server(message))
+            }
             _ => {}
         }
     };
@@ -118,7 +126,10 @@ fn spawn_resize_watch(mut socket: std::os::unix::net::UnixStream) {
     std::thread::spawn(move || {
         while set.wait().is_ok() {
             if let Some((rows, cols)) = terminal_size(std::io::stdin().as_fd()) {
-                let frame = encode(&Frame::new(0, Message::Request(Request::Resize { rows, cols })));
+                let frame = encode(&Frame::new(
+                    0,
+                    Message::Request(Request::Resize { rows, cols }),
+                ));
                 if socket.write_all(&frame).is_err() {
                     return;
                 }

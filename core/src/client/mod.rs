@@ -21,7 +21,10 @@ pub enum ClientError {
     #[error("session '{name}' was stale (its supervisor, pid {supervisor_pid}, is gone); removed its socket")]
     Stale { name: String, supervisor_pid: u32 },
     #[error("cannot reach session '{name}': {source}")]
-    Connect { name: String, source: std::io::Error },
+    Connect {
+        name: String,
+        source: std::io::Error,
+    },
     #[error("connection to the supervisor lost: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -60,10 +63,11 @@ impl Client {
                 supervisor_pid: r.supervisor_pid,
             }),
             Some(Liveness::Live(record)) => {
-                let client = Self::connect(&record.socket).map_err(|source| ClientError::Connect {
-                    name: name.to_string(),
-                    source,
-                })?;
+                let client =
+                    Self::connect(&record.socket).map_err(|source| ClientError::Connect {
+                        name: name.to_string(),
+                        source,
+                    })?;
                 Ok((client, record))
             }
         }
@@ -72,8 +76,21 @@ impl Client {
     pub fn send(&mut self, message: Message) -> Result<u32, ClientError> {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        self.stream.write_all(&encode(&Frame::new(id, message)))?;
+        if let Err(e) = self.stream.write_all(&encode(&Frame::new(id, message))) {
+            // A supervisor that refuses a connection (peer uid check) says
+            // why and hangs up, possibly before our write: its reason, still
+            // readable, beats "broken pipe".
+            return Err(self.last_words().unwrap_or(ClientError::Io(e)));
+        }
         Ok(id)
+    }
+
+    /// The error reply a supervisor sent before it closed the connection.
+    fn last_words(&mut self) -> Option<ClientError> {
+        match self.read_frame().ok()?.message {
+            Message::Response(Response::Error { message }) => Some(ClientError::Server(message)),
+            _ => None,
+        }
     }
 
     pub fn read_frame(&mut self) -> Result<Frame, ClientError> {
@@ -97,7 +114,9 @@ impl Client {
         loop {
             let frame = self.read_frame()?;
             match frame.message {
-                Message::Response(Response::Error { message }) => return Err(ClientError::Server(message)),
+                Message::Response(Response::Error { message }) => {
+                    return Err(ClientError::Server(message))
+                }
                 Message::Response(r) if frame.id == id => return Ok(r),
                 // Events pushed before the reply are not ours to handle here.
                 Message::Event(_) | Message::Output(_) => continue,

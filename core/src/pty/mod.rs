@@ -90,13 +90,17 @@ impl PtyProcess {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
-        let mut child = pair
-            .slave
-            .spawn_command(cmd)
-            .map_err(|e| PtyError::Spawn {
-                program: program.clone(),
-                reason: e.to_string(),
-            })?;
+        let mut child = pair.slave.spawn_command(cmd).map_err(|e| PtyError::Spawn {
+            program: program.clone(),
+            // portable-pty explains a failed PATH search over several
+            // lines; errors are one line (and the detached launcher
+            // reads exactly one), so join them.
+            reason: e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        })?;
         // Our copy of the slave must close, or EOF never comes.
         drop(pair.slave);
         let pid = child.process_id().unwrap_or(0);
@@ -114,7 +118,10 @@ impl PtyProcess {
                     match reader.read(&mut buf) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
-                            if out.blocking_send(PtyEvent::Output(buf[..n].to_vec())).is_err() {
+                            if out
+                                .blocking_send(PtyEvent::Output(buf[..n].to_vec()))
+                                .is_err()
+                            {
                                 return;
                             }
                         }
@@ -155,7 +162,11 @@ impl PtyProcess {
             .name("pty-writer".into())
             .spawn(move || {
                 for chunk in input_rx {
-                    if writer.write_all(&chunk).and_then(|_| writer.flush()).is_err() {
+                    if writer
+                        .write_all(&chunk)
+                        .and_then(|_| writer.flush())
+                        .is_err()
+                    {
                         break;
                     }
                 }

@@ -89,7 +89,9 @@ impl ScreenModel {
     }
 
     pub fn resize(&mut self, rows: u16, cols: u16) {
-        self.parser.screen_mut().set_size(nonzero(rows), nonzero(cols));
+        self.parser
+            .screen_mut()
+            .set_size(nonzero(rows), nonzero(cols));
     }
 
     pub fn size(&self) -> (u16, u16) {

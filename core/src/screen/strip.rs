@@ -107,7 +107,13 @@ impl AnsiStripper {
                         self.state = State::Ground;
                     }
                 }
-                State::StrEsc => self.state = if b == b'\\' { State::Ground } else { State::Str },
+                State::StrEsc => {
+                    self.state = if b == b'\\' {
+                        State::Ground
+                    } else {
+                        State::Str
+                    }
+                }
             }
         }
         self.flush(sink);

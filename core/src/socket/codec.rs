@@ -38,7 +38,10 @@ pub enum Message {
     /// Bytes from the PTY (attach and watch streams).
     Output(Vec<u8>),
     /// A frame that could be delimited but not understood.
-    Invalid { tag: u16, reason: String },
+    Invalid {
+        tag: u16,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -205,7 +208,10 @@ mod tests {
             d.next_frame().unwrap().unwrap().message,
             Message::Invalid { .. }
         ));
-        let mut bad = encode(&Frame::new(3, Message::Input(b"{\"type\":\"nope\"}".to_vec())));
+        let mut bad = encode(&Frame::new(
+            3,
+            Message::Input(b"{\"type\":\"nope\"}".to_vec()),
+        ));
         bad[6] = TAG_REQUEST as u8;
         d.push(&bad);
         let f = d.next_frame().unwrap().unwrap();

@@ -13,8 +13,13 @@ pub enum Request {
     /// The current screen as text.
     Snapshot,
     /// Bytes for the PTY, as given (no Enter added).
-    Write { data: String },
-    Resize { rows: u16, cols: u16 },
+    Write {
+        data: String,
+    },
+    Resize {
+        rows: u16,
+        cols: u16,
+    },
     /// Turn this connection into a live stream: the screen is redrawn, then
     /// every output byte follows as `Output` frames. An `Interactive` client
     /// may send `Input` and `Resize`; a `Watch` client only reads.
@@ -25,22 +30,34 @@ pub enum Request {
     },
     /// End the child (SIGHUP+SIGTERM, then SIGKILL after `grace_ms`); the
     /// reply comes once it is gone.
-    Kill { grace_ms: u64 },
+    Kill {
+        grace_ms: u64,
+    },
     /// Start a cell. With `wait`, the reply comes when it ends (or times out).
     CellRun {
         code: String,
         timeout_ms: u64,
         wait: bool,
     },
-    CellPoll { cell_id: Option<String> },
+    CellPoll {
+        cell_id: Option<String>,
+    },
     CellInterrupt,
     CellStatus,
-    Notify { from: String, message: String },
+    Notify {
+        from: String,
+        message: String,
+    },
     /// Stream cell events (`km`); `history` replays what already happened,
     /// `lines` adds the filtered view's lines (`k watch`).
-    Subscribe { history: bool, lines: bool },
+    Subscribe {
+        history: bool,
+        lines: bool,
+    },
     /// The last `lines` lines of the filtered view (`k history`).
-    History { lines: usize },
+    History {
+        lines: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,7 +23,9 @@ pub(super) async fn serve(stream: UnixStream, shared: Shared) {
     let peer = check_peer(conn.write.as_ref());
     if let Err(message) = peer {
         tracing::warn!("{message}");
-        let _ = conn.send(0, Message::Response(Response::Error { message })).await;
+        let _ = conn
+            .send(0, Message::Response(Response::Error { message }))
+            .await;
         return;
     }
     let _ = conn.requests().await;
@@ -44,11 +46,15 @@ enum Closed {
 
 impl Connection {
     async fn send(&mut self, id: u32, message: Message) -> std::io::Result<()> {
-        self.write.write_all(&encode(&Frame::new(id, message))).await
+        self.write
+            .write_all(&encode(&Frame::new(id, message)))
+            .await
     }
 
     async fn reply(&mut self, id: u32, response: Response) -> Result<(), Closed> {
-        self.send(id, Message::Response(response)).await.map_err(|_| Closed::Peer)
+        self.send(id, Message::Response(response))
+            .await
+            .map_err(|_| Closed::Peer)
     }
 
     /// The next frame from the peer; malformed streams are answered once and
@@ -60,7 +66,14 @@ impl Connection {
                 Ok(Some(frame)) => return Ok(frame),
                 Ok(None) => {}
                 Err(e @ CodecError::TooLarge(_)) => {
-                    let _ = self.reply(0, Response::Error { message: e.to_string() }).await;
+                    let _ = self
+                        .reply(
+                            0,
+                            Response::Error {
+                                message: e.to_string(),
+                            },
+                        )
+                        .await;
                     return Err(Closed::Fatal);
                 }
             }
@@ -97,7 +110,9 @@ impl Connection {
                 }
             };
             match request {
-                Request::Attach { mode, rows, cols } => return self.stream(id, mode, rows, cols).await,
+                Request::Attach { mode, rows, cols } => {
+                    return self.stream(id, mode, rows, cols).await
+                }
                 Request::Kill { grace_ms } => {
                     let _ = self
                         .shared
@@ -106,9 +121,19 @@ impl Connection {
                     let info = self.wait_exit().await;
                     self.reply(id, Response::Exited(info)).await?;
                 }
-                Request::Subscribe { history, lines } => return self.subscribe(id, history, lines).await,
-                Request::CellRun { wait: true, code, timeout_ms } => {
-                    let started = self.shared.lock().cells_mut().map(|c| c.run(code, timeout_ms, true));
+                Request::Subscribe { history, lines } => {
+                    return self.subscribe(id, history, lines).await
+                }
+                Request::CellRun {
+                    wait: true,
+                    code,
+                    timeout_ms,
+                } => {
+                    let started = self
+                        .shared
+                        .lock()
+                        .cells_mut()
+                        .map(|c| c.run(code, timeout_ms, true));
                     let response = match started {
                         Err(message) => Response::Error { message },
                         Ok(Err(reply)) => Response::Cell(reply),
@@ -144,7 +169,9 @@ impl Connection {
                 state.resize(rows, cols);
                 Response::Ok
             }
-            Request::CellRun { code, timeout_ms, .. } => match state.cells_mut() {
+            Request::CellRun {
+                code, timeout_ms, ..
+            } => match state.cells_mut() {
                 Ok(c) => match c.run(code, timeout_ms, false) {
                     Ok(_) => unreachable!("run without wait answers at once"),
                     Err(reply) => Response::Cell(reply),
@@ -174,7 +201,9 @@ impl Connection {
                 Err(message) => Response::Error { message },
             },
             Request::History { lines } => match state.cells_mut() {
-                Ok(c) => Response::Lines { lines: c.history(lines) },
+                Ok(c) => Response::Lines {
+                    lines: c.history(lines),
+                },
                 Err(message) => Response::Error { message },
             },
             Request::Attach { .. } | Request::Kill { .. } | Request::Subscribe { .. } => {
@@ -189,7 +218,13 @@ impl Connection {
 
     /// Attach or watch: redraw, then relay output until the peer leaves or
     /// the child exits.
-    async fn stream(&mut self, id: u32, mode: StreamMode, rows: Option<u16>, cols: Option<u16>) -> Result<(), Closed> {
+    async fn stream(
+        &mut self,
+        id: u32,
+        mode: StreamMode,
+        rows: Option<u16>,
+        cols: Option<u16>,
+    ) -> Result<(), Closed> {
         let interactive = mode == StreamMode::Interactive;
         let (mut output, redraw) = {
             let mut state = self.shared.lock();
@@ -214,7 +249,9 @@ impl Connection {
         redraw: Vec<u8>,
     ) -> Result<(), Closed> {
         self.reply(id, Response::Ok).await?;
-        self.send(id, Message::Output(redraw)).await.map_err(|_| Closed::Peer)?;
+        self.send(id, Message::Output(redraw))
+            .await
+            .map_err(|_| Closed::Peer)?;
         let mut exit = self.shared.exit.clone();
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -253,17 +290,27 @@ impl Connection {
                 Ok(Some(f)) => f,
                 Ok(None) => return Ok(()),
                 Err(e) => {
-                    let _ = self.reply(id, Response::Error { message: e.to_string() }).await;
+                    let _ = self
+                        .reply(
+                            id,
+                            Response::Error {
+                                message: e.to_string(),
+                            },
+                        )
+                        .await;
                     return Err(Closed::Fatal);
                 }
             };
             let mut state = self.shared.lock();
             match frame.message {
                 Message::Input(bytes) if interactive => state.pty.write(bytes),
-                Message::Request(Request::Resize { rows, cols }) if interactive => state.resize(rows, cols),
+                Message::Request(Request::Resize { rows, cols }) if interactive => {
+                    state.resize(rows, cols)
+                }
                 other => {
                     drop(state);
-                    let message = format!("{} frames are not accepted on this stream", kind_of(&other));
+                    let message =
+                        format!("{} frames are not accepted on this stream", kind_of(&other));
                     self.reply(frame.id, Response::Error { message }).await?;
                 }
             }
@@ -277,10 +324,14 @@ impl Connection {
             Ok(s) => s,
             Err(message) => return self.reply(id, Response::Error { message }).await,
         };
-        self.reply(id, Response::Ok).await?;
+        // History first, then the acknowledgement, which marks where the
+        // replay ends and live events begin.
         for event in past {
-            self.send(id, Message::Event(Event::Cell(event))).await.map_err(|_| Closed::Peer)?;
+            self.send(id, Message::Event(Event::Cell(event)))
+                .await
+                .map_err(|_| Closed::Peer)?;
         }
+        self.reply(id, Response::Ok).await?;
         let mut buf = [0u8; 1024];
         loop {
             tokio::select! {
@@ -298,7 +349,10 @@ impl Connection {
 
 /// Resolves once the child has exited.
 async fn exited(exit: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
-    let unknown = ExitInfo { code: None, signal: None };
+    let unknown = ExitInfo {
+        code: None,
+        signal: None,
+    };
     match exit.wait_for(Option::is_some).await {
         Ok(info) => info.clone().unwrap_or(unknown),
         Err(_) => unknown,

@@ -49,13 +49,22 @@ impl Drop for RawModeGuard {
 pub fn terminal_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ writes a winsize into the pointer we own.
-    let ok = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::TIOCGWINSZ, &mut ws) } == 0;
+    let ok = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::TIOCGWINSZ,
+            &mut ws,
+        )
+    } == 0;
     (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
 }
 
 /// Runs `config` in the foreground until the child exits; returns its exit.
 /// `banner` is printed once before raw mode (e.g. which runtime this is).
-pub fn run_foreground(mut config: SupervisorConfig, banner: Option<&str>) -> Result<ExitInfo, SupervisorError> {
+pub fn run_foreground(
+    mut config: SupervisorConfig,
+    banner: Option<&str>,
+) -> Result<ExitInfo, SupervisorError> {
     let stdin = std::io::stdin();
     if let Some((rows, cols)) = terminal_size(stdin.as_fd()) {
         config.spawn.rows = rows;
@@ -92,7 +101,9 @@ pub fn run_foreground(mut config: SupervisorConfig, banner: Option<&str>) -> Res
             .map_err(SupervisorError::Runtime)?;
         let resize = shared.clone();
         tokio::spawn(async move {
-            let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()) else {
+            let Ok(mut winch) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+            else {
                 return;
             };
             while winch.recv().await.is_some() {

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::{runtime, Supervisor, SupervisorConfig};
-use crate::session::{SessionRecord, SessionPaths};
+use crate::session::{SessionPaths, SessionRecord};
 
 /// The hidden first argument that makes any of our binaries a supervisor.
 pub const SUPERVISOR_ARG: &str = "__supervise";
@@ -22,10 +22,7 @@ pub const SUPERVISOR_ARG: &str = "__supervise";
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("cannot start the supervisor ({exe}): {source}")]
-    Exec {
-        exe: String,
-        source: std::io::Error,
-    },
+    Exec { exe: String, source: std::io::Error },
     /// The supervisor started but could not start the session.
     #[error("{0}")]
     Refused(String),
@@ -34,7 +31,11 @@ pub enum LaunchError {
 }
 
 /// Starts a detached supervisor for `config` and waits for it to be ready.
-pub fn spawn_detached(exe: &Path, config: &SupervisorConfig, log: &Path) -> Result<SessionRecord, LaunchError> {
+pub fn spawn_detached(
+    exe: &Path,
+    config: &SupervisorConfig,
+    log: &Path,
+) -> Result<SessionRecord, LaunchError> {
     let mut cmd = Command::new(exe);
     cmd.arg(SUPERVISOR_ARG)
         .stdin(Stdio::piped())
@@ -63,7 +64,8 @@ pub fn spawn_detached(exe: &Path, config: &SupervisorConfig, log: &Path) -> Resu
     // does not linger as a zombie of a long-lived launcher (tests, km).
     let _ = child.try_wait();
     if let Some(record) = line.strip_prefix("READY ") {
-        return serde_json::from_str(record.trim()).map_err(|e| LaunchError::Refused(format!("bad ready line: {e}")));
+        return serde_json::from_str(record.trim())
+            .map_err(|e| LaunchError::Refused(format!("bad ready line: {e}")));
     }
     let _ = child.wait();
     match line.strip_prefix("ERROR ") {

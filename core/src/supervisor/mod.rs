@@ -109,7 +109,9 @@ impl State {
         let name = &self.info.name;
         match self.cells.as_mut() {
             Some(c) => Ok(c),
-            None => Err(format!("session '{name}' does not run cells; start one with: k new <name> <repl>")),
+            None => Err(format!(
+                "session '{name}' does not run cells; start one with: k new <name> <repl>"
+            )),
         }
     }
 
@@ -240,10 +242,7 @@ impl Supervisor {
             cells,
         };
         if let Some(cells) = state.cells.as_mut() {
-            let setup = cells.setup_input();
-            if !setup.is_empty() {
-                state.pty.write(setup);
-            }
+            cells.start();
         }
         let (exit_tx, exit) = watch::channel(None);
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
@@ -294,7 +293,10 @@ impl Supervisor {
             if ready.is_some() && self.is_ready() {
                 (ready.take().expect("checked"))();
             }
-            let setup_deadline = ready.as_ref().map(|_| ready_deadline).filter(|_| kill_deadline.is_none());
+            let setup_deadline = ready
+                .as_ref()
+                .map(|_| ready_deadline)
+                .filter(|_| kill_deadline.is_none());
             let cell_deadline = self
                 .shared
                 .lock()
@@ -356,7 +358,10 @@ impl Supervisor {
                 }
             }
         }
-        let info = exited.unwrap_or(ExitInfo { code: None, signal: None });
+        let info = exited.unwrap_or(ExitInfo {
+            code: None,
+            signal: None,
+        });
         self.finish(&info);
         // Let connections deliver their last words (exit events, a waiting
         // `k run`'s reply), but never wait long for a silent client.
@@ -368,7 +373,11 @@ impl Supervisor {
     }
 
     fn is_ready(&self) -> bool {
-        self.shared.lock().cells.as_ref().is_none_or(CellEngine::is_ready)
+        self.shared
+            .lock()
+            .cells
+            .as_ref()
+            .is_none_or(CellEngine::is_ready)
     }
 
     fn on_output(&self, bytes: Vec<u8>) {
