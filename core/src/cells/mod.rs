@@ -170,6 +170,9 @@ pub struct CellEngine {
     /// Integration: prompts still owed by an interrupt, to be ignored.
     stale_prompts: u32,
     created: Instant,
+    /// Lines naming the cells directory are our own invocations (`. file`,
+    /// `__k('file')`): machinery the filtered view hides.
+    files_marker: String,
     setup_typed: bool,
     setup_cue_seen: bool,
     cue_window: Vec<u8>,
@@ -191,6 +194,7 @@ impl CellEngine {
         let _ = std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
             .create(&config.files_dir);
         Self {
+            files_marker: config.files_dir.display().to_string(),
             session,
             at_prompt: !matches!(config.frame, FrameMode::Integration(_)),
             config,
@@ -313,7 +317,7 @@ impl CellEngine {
     }
 
     fn on_text(&mut self, text: &[u8]) {
-        let shown = self.view.text(text);
+        let shown = self.view.text(text, &self.files_marker);
         self.broadcast_lines(shown);
         let Some(cell) = self.active.as_mut() else {
             return;
@@ -695,7 +699,12 @@ impl CellEngine {
             None => match self
                 .latest
                 .as_ref()
-                .filter(|id| self.results.iter().any(|r| r.cell_id.as_ref() == Some(*id)))
+                // A finished cell nobody polled yet (an interrupted one is not).
+                .filter(|id| {
+                    self.results
+                        .iter()
+                        .any(|r| r.cell_id.as_ref() == Some(*id) && r.status == CellState::Done)
+                })
             {
                 Some(id) => ("done", Some(id.clone())),
                 None => ("idle", None),
