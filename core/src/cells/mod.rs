@@ -171,7 +171,8 @@ pub struct CellEngine {
     stale_prompts: u32,
     created: Instant,
     /// Lines naming the cells directory are our own invocations (`. file`,
-    /// `__k('file')`): machinery the filtered view hides.
+    /// `__k('file')`), and lines carrying the token our set-up: machinery
+    /// the filtered view hides.
     files_marker: String,
     setup_typed: bool,
     setup_cue_seen: bool,
@@ -317,7 +318,9 @@ impl CellEngine {
     }
 
     fn on_text(&mut self, text: &[u8]) {
-        let shown = self.view.text(text, &self.files_marker);
+        let shown = self
+            .view
+            .text(text, &[&self.files_marker, &self.config.token]);
         self.broadcast_lines(shown);
         let Some(cell) = self.active.as_mut() else {
             return;

@@ -21,15 +21,15 @@ pub struct FilteredView {
 
 impl FilteredView {
     /// Stripped text from the PTY; whole lines pass to the view. Returns the
-    /// lines that became visible. Lines containing `hide` (our own
-    /// invocation lines) are left out.
-    pub fn text(&mut self, text: &[u8], hide: &str) -> Vec<String> {
+    /// lines that became visible. Lines containing any of `hide` (our own
+    /// set-up and invocation lines) are left out.
+    pub fn text(&mut self, text: &[u8], hide: &[&str]) -> Vec<String> {
         let mut shown = Vec::new();
         for &b in text {
             if b == b'\n' {
                 let line = String::from_utf8_lossy(&self.partial).trim_end().to_owned();
                 self.partial.clear();
-                if !hide.is_empty() && line.contains(hide) {
+                if hide.iter().any(|h| line.contains(h)) {
                     continue;
                 }
                 self.line(line, &mut shown);
@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn hides_frame_noise_but_keeps_short_repeats() {
         let mut v = FilteredView::default();
-        v.text(b"out\n$\n$\n$\n$\n$\n$\nx\nx\n. /tmp/k/1.sh\ny\n", "/tmp/k/");
+        v.text(b"out\n$\n$\n$\n$\n$\n$\nx\nx\n. /tmp/k/1.sh\ny\n", &["/tmp/k/"]);
         v.event("-- done --".into());
         assert_eq!(v.last(10), vec!["out", "x", "x", "y", "-- done --"]);
     }
