@@ -1,12 +1,48 @@
 //! Built-in adapters of agent-comms.
 //!
 //! An adapter answers every provider-specific question for one program so
-//! that the host layers never name a provider. For now this crate holds the
-//! REPL profiles that `k` uses for shell integration; provider adapters for
-//! Claude Code, Codex and OpenCode grow here (see the adapters issue).
+//! that the host layers never name a provider. The built-ins are TOML
+//! profiles in `config/providers/`, embedded here at build time; the
+//! interface, the schema and the loading rules are in
+//! `agent_comms_core::adapter`.
 
-pub mod command;
-pub mod repl;
+use agent_comms_core::adapter::AdapterRegistry;
+use agent_comms_core::paths::{project_root, user_home};
 
-pub use command::program_of;
-pub use repl::{builtin_repls, repl_for_command, ProfileError, ReplProfile, ReplSection};
+/// Profiles shipped with agent-comms: (file name, text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("bash.toml", include_str!("../../config/providers/bash.toml")),
+    ("sh.toml", include_str!("../../config/providers/sh.toml")),
+    ("zsh.toml", include_str!("../../config/providers/zsh.toml")),
+    ("python.toml", include_str!("../../config/providers/python.toml")),
+    ("node.toml", include_str!("../../config/providers/node.toml")),
+    ("gdb.toml", include_str!("../../config/providers/gdb.toml")),
+    ("sqlite3.toml", include_str!("../../config/providers/sqlite3.toml")),
+    ("psql.toml", include_str!("../../config/providers/psql.toml")),
+];
+
+/// Every adapter in effect here: the project's, the user's and the
+/// built-ins, in that precedence.
+pub fn registry() -> AdapterRegistry {
+    let user = user_home().join("providers");
+    let project = project_root().join(".agent-comms").join("providers");
+    AdapterRegistry::load(BUILTIN, Some(&user), Some(&project))
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_comms_core::adapter::Profile;
+
+    #[test]
+    fn builtins_parse_and_claim_their_commands() {
+        for (file, text) in super::BUILTIN {
+            Profile::parse(file, text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let r = agent_comms_core::adapter::AdapterRegistry::load(super::BUILTIN, None, None);
+        assert!(r.diagnostics().is_empty());
+        assert_eq!(r.for_command("python3.13 -q").unwrap().profile.name, "python");
+        assert_eq!(r.for_command("env X=1 bash --norc").unwrap().profile.name, "bash");
+        assert!(r.for_command("vim").is_none());
+        assert!(r.conflicts().is_empty(), "{:?}", r.conflicts());
+    }
+}

@@ -14,8 +14,10 @@
 //! - [`socket`]: the endpoint socket, its peer check and the versioned codec.
 //! - [`supervisor`]: the process that owns one PTY and one endpoint.
 //! - [`client`]: the blocking client used by the short-lived CLI commands.
+//! - [`adapter`]: the adapter interface, TOML profiles and their registry.
 //! - [`cells`]: persistent REPL cells (`k`/`km`) on top of the supervisor.
 
+pub mod adapter;
 pub mod cells;
 pub mod client;
 pub mod keys;

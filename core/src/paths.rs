@@ -102,6 +102,23 @@ pub fn user_home() -> PathBuf {
     PathBuf::from(home).join(".config").join("agent-comms")
 }
 
+/// Environment variable that names the project root.
+pub const PROJECT_ENV: &str = "AGENT_COMMS_PROJECT";
+
+/// The project whose `.agent-comms/` holds state and project profiles:
+/// `AGENT_COMMS_PROJECT`, else the nearest ancestor holding `.agent-comms/`,
+/// else the git top level, else the current directory.
+pub fn project_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os(PROJECT_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let nearest = |marker: &str| cwd.ancestors().find(|d| d.join(marker).exists()).map(Path::to_path_buf);
+    nearest(".agent-comms")
+        .or_else(|| nearest(".git"))
+        .unwrap_or(cwd.clone())
+}
+
 /// Makes a file readable and writable by its owner only.
 pub fn make_owner_only(path: &Path) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))

@@ -86,7 +86,8 @@ fn dispatch(args: &[String], out: &mut dyn Write) -> i32 {
         "kill" if !rest.is_empty() => kill(&valid_name(&rest[0]), out),
         "ls" => ls(out),
         "run" | "await" => run(rest, out),
-        "fire" if !rest.is_empty() => fire(rest, out),
+        // Without code, fire prints its own usage line (the contract's).
+        "fire" => fire(rest, out),
         "poll" => with_session(rest.first(), out, |s, out| poll(s, rest.get(1), out)),
         "notify" if !rest.is_empty() => notify(rest, out),
         "int" => with_session(rest.first(), out, interrupt),
@@ -241,7 +242,14 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
         },
         command_line: command_line.clone(),
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
-        cells: Some(CellsConfig::for_command(&command_line, frame, files_dir)),
+        cells: Some(CellsConfig::for_command(
+            &command_line,
+            agent_comms_adapters::registry()
+                .for_command(&command_line)
+                .map(|entry| &entry.profile),
+            frame,
+            files_dir,
+        )),
     };
     if let Err(e) = super::launch::start_detached(&config) {
         return err(out, &format!("create failed: {e:#}"));
@@ -266,13 +274,13 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
 fn parse_prompt(raw: &str) -> Result<FrameMode, String> {
     if raw.contains('/') {
         let path = Path::new(raw);
-        let abs = if path.is_absolute() {
+        let abs = normalize(&if path.is_absolute() {
             path.to_owned()
         } else {
             std::env::current_dir()
                 .map_err(|e| e.to_string())?
                 .join(path)
-        };
+        });
         let shown = abs.display().to_string();
         let meta = std::fs::metadata(&abs).map_err(|_| format!("hook not found: {shown}"))?;
         if !meta.is_file() {
@@ -288,6 +296,23 @@ fn parse_prompt(raw: &str) -> Result<FrameMode, String> {
         return Err("empty prompt".into());
     }
     Ok(FrameMode::Prompt(p.to_owned()))
+}
+
+/// `.` and `..` resolved lexically, as Python's `os.path.abspath` does (so
+/// `--prompt=./hook` shows as `/dir/hook`, like agent-tty).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The command line runs in a shell; a simple command is exec'd so the REPL
@@ -309,7 +334,7 @@ fn shell_argv(command_line: &str) -> Vec<String> {
 
 /// The program of a simple command line when it is not on PATH.
 fn missing_program(command_line: &str) -> Option<String> {
-    let program = agent_comms_adapters::program_of(command_line)?;
+    let program = agent_comms_core::adapter::program_of(command_line)?;
     let word = command_line
         .split_whitespace()
         .find(|w| w.rsplit('/').next() == Some(program.as_str()))?;

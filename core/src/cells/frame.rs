@@ -9,9 +9,10 @@
 //! ends exactly, knows the exit status, and keeps the output byte for byte.
 
 use std::io::Write;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
 
-use super::output::OutputBuffer;
+use super::output::{LineTail, OutputBuffer, OUTPUT_LIMIT};
 use super::view::FRAME_ENTERS;
 
 /// The frame ended; `exit_code` where the REPL reports one.
@@ -33,12 +34,12 @@ pub trait FrameDetector: Send {
     fn wants_quiet(&self) -> bool {
         false
     }
-    /// The hook program exited.
-    fn hook_exited(&mut self, _out: &mut Vec<String>) -> Option<FrameEnd> {
+    /// The hook program exited, having been written `_written`.
+    fn hook_exited(&mut self, _written: HookWritten) -> Option<FrameEnd> {
         None
     }
     /// Line-mode detectors collect lines, not bytes.
-    fn lines(&mut self) -> Option<&mut Vec<String>> {
+    fn lines(&self) -> Option<&LineTail> {
         None
     }
 }
@@ -63,7 +64,11 @@ impl LineSplitter {
     fn feed<T>(&mut self, text: &[u8], mut line: impl FnMut(&str) -> Option<T>) -> Option<T> {
         for &b in text {
             if b != b'\n' {
-                self.partial.push(b);
+                // A line longer than the output limit is cut: memory stays
+                // bounded even for output without line breaks.
+                if self.partial.len() < OUTPUT_LIMIT {
+                    self.partial.push(b);
+                }
                 continue;
             }
             let raw = std::mem::take(&mut self.partial);
@@ -96,7 +101,7 @@ fn continuation(clean: &str) -> bool {
 /// Repeat mode: five identical consecutive lines end the frame.
 pub struct RepeatDetector {
     split: LineSplitter,
-    lines: Vec<String>,
+    lines: LineTail,
     last: Option<String>,
     repeats: usize,
 }
@@ -105,7 +110,7 @@ impl RepeatDetector {
     pub fn new(echo_lines: usize) -> Self {
         Self {
             split: LineSplitter::new(echo_lines),
-            lines: Vec::new(),
+            lines: LineTail::default(),
             last: None,
             repeats: 0,
         }
@@ -133,22 +138,24 @@ impl FrameDetector for RepeatDetector {
             lines.push(clean.to_owned());
             *last = Some(clean.to_owned());
             if *repeats >= FRAME_ENTERS - 1 {
-                lines.truncate(lines.len() - (*repeats + 1));
+                for _ in 0..=*repeats {
+                    lines.pop();
+                }
                 return Some(FrameEnd { exit_code: None });
             }
             None
         })
     }
 
-    fn lines(&mut self) -> Option<&mut Vec<String>> {
-        Some(&mut self.lines)
+    fn lines(&self) -> Option<&LineTail> {
+        Some(&self.lines)
     }
 }
 
 /// Exact prompt: a line equal to the prompt ends the frame.
 pub struct PromptDetector {
     split: LineSplitter,
-    lines: Vec<String>,
+    lines: LineTail,
     prompt: String,
 }
 
@@ -156,7 +163,7 @@ impl PromptDetector {
     pub fn new(prompt: &str, echo_lines: usize) -> Self {
         Self {
             split: LineSplitter::new(echo_lines),
-            lines: Vec::new(),
+            lines: LineTail::default(),
             prompt: prompt.trim().to_owned(),
         }
     }
@@ -187,30 +194,32 @@ impl FrameDetector for PromptDetector {
         })
     }
 
-    fn lines(&mut self) -> Option<&mut Vec<String>> {
-        Some(&mut self.lines)
+    fn lines(&self) -> Option<&LineTail> {
+        Some(&self.lines)
     }
 }
 
 /// Hook mode: every output line goes to the hook's stdin; its exit ends the
-/// frame, and the line that made it exit is not output.
+/// frame, and the line that made it exit is not output (nor are lines that
+/// came after it and that it never saw).
 pub struct HookDetector {
     split: LineSplitter,
-    lines: Vec<String>,
-    to_hook: mpsc::Sender<String>,
-    last_was_line: bool,
+    lines: LineTail,
+    to_hook: mpsc::SyncSender<ToHook>,
+    /// Output lines so far (the index the next line is sent with).
+    pushed: u64,
     probed: Option<String>,
 }
 
 impl HookDetector {
-    /// `to_hook` feeds the hook's stdin (a writer thread owns the pipe, so a
-    /// hook that does not read never blocks the supervisor).
-    pub fn new(echo_lines: usize, to_hook: mpsc::Sender<String>) -> Self {
+    /// `to_hook` feeds the hook's stdin (see [`spawn_hook`]; a thread owns
+    /// the pipe, so a hook that does not read never blocks the supervisor).
+    pub fn new(echo_lines: usize, to_hook: mpsc::SyncSender<ToHook>) -> Self {
         Self {
             split: LineSplitter::new(echo_lines),
-            lines: Vec::new(),
+            lines: LineTail::default(),
             to_hook,
-            last_was_line: false,
+            pushed: 0,
             probed: None,
         }
     }
@@ -222,13 +231,15 @@ impl FrameDetector for HookDetector {
             split,
             lines,
             to_hook,
-            last_was_line,
+            pushed,
             ..
         } = self;
         split.feed(text, |clean| {
-            let _ = to_hook.send(clean.to_owned());
+            *pushed += 1;
+            // A full queue means the hook reads far slower than the REPL
+            // writes; it misses lines rather than grow our memory.
+            let _ = to_hook.try_send(ToHook::Line(*pushed, clean.to_owned()));
             lines.push(clean.to_owned());
-            *last_was_line = true;
             None::<FrameEnd>
         })
     }
@@ -242,40 +253,157 @@ impl FrameDetector for HookDetector {
     fn quiet(&mut self) {
         if let Some(partial) = self.split.partial_clean() {
             if self.probed.as_ref() != Some(&partial) {
-                let _ = self.to_hook.send(partial.clone());
+                let _ = self.to_hook.try_send(ToHook::Probe(partial.clone()));
                 self.probed = Some(partial);
-                self.last_was_line = false;
             }
         }
     }
 
-    fn hook_exited(&mut self, out: &mut Vec<String>) -> Option<FrameEnd> {
-        if self.last_was_line {
+    /// Drops the lines the hook never saw and the line that made it exit.
+    fn hook_exited(&mut self, written: HookWritten) -> Option<FrameEnd> {
+        for _ in written.lines..self.pushed {
             self.lines.pop();
         }
-        out.append(&mut self.lines);
+        if written.last_was_line {
+            self.lines.pop();
+        }
         Some(FrameEnd { exit_code: None })
     }
 
-    fn lines(&mut self) -> Option<&mut Vec<String>> {
-        Some(&mut self.lines)
+    fn lines(&self) -> Option<&LineTail> {
+        Some(&self.lines)
     }
 }
 
-/// Feeds a hook's stdin from its own thread.
-pub fn hook_writer(mut stdin: std::process::ChildStdin) -> mpsc::Sender<String> {
-    let (tx, rx) = mpsc::channel::<String>();
+/// How often the feeder looks whether the hook has read the line it was
+/// given (a pipe has no "drained" event).
+const HOOK_READ_CHECK: Duration = Duration::from_micros(250);
+/// Lines queued for a hook that reads slowly (memory stays bounded).
+const HOOK_QUEUE: usize = 4096;
+
+/// What goes to a hook's stdin: an output line (with its 1-based index among
+/// the cell's output lines), or a probe of the line in progress.
+pub enum ToHook {
+    Line(u64, String),
+    Probe(String),
+}
+
+/// Up to where the hook had read when it exited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HookWritten {
+    /// Index of the last output line it read (0: none).
+    pub lines: u64,
+    /// The last thing it read was an output line (not a probe).
+    pub last_was_line: bool,
+}
+
+struct HookState {
+    stdin: Option<std::process::ChildStdin>,
+    /// The last item written, and the one before it.
+    written: HookWritten,
+    before: HookWritten,
+    exited: bool,
+}
+
+/// Bytes written to the hook's stdin that it has not read.
+fn unread(stdin: &std::process::ChildStdin) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD stores an int through the pointer; the fd is open
+    // (borrowed from `stdin`). Linux answers it on either end of a pipe.
+    let rc = unsafe { libc::ioctl(stdin.as_raw_fd(), libc::FIONREAD, &mut n) };
+    if rc == 0 {
+        n.max(0) as usize
+    } else {
+        0
+    }
+}
+
+/// Starts the hook program. One thread feeds its stdin one item at a time,
+/// writing the next only once the hook has read the previous one; another
+/// waits for its exit and calls `exited` with what the hook had read: all
+/// that was written, or all but the last item if that one is still unread
+/// in the pipe. So the exit is pinned to the line that caused it, not to
+/// lines the REPL printed after it. Returns the feeder and the hook's pid.
+pub fn spawn_hook(
+    path: &std::path::Path,
+    exited: impl FnOnce(HookWritten) + Send + 'static,
+) -> std::io::Result<(mpsc::SyncSender<ToHook>, u32)> {
+    let mut child = std::process::Command::new(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let pid = child.id();
+    let state = Arc::new((
+        Mutex::new(HookState {
+            stdin: child.stdin.take(),
+            written: HookWritten::default(),
+            before: HookWritten::default(),
+            exited: false,
+        }),
+        Condvar::new(),
+    ));
+    let (tx, rx) = mpsc::sync_channel::<ToHook>(HOOK_QUEUE);
+    let feeder_state = Arc::clone(&state);
     std::thread::spawn(move || {
-        for line in rx {
-            if writeln!(stdin, "{line}")
+        let (lock, cvar) = &*feeder_state;
+        // Ends when the cell is over (the sender is dropped) or the hook
+        // has gone.
+        for item in rx {
+            let (text, index) = match item {
+                ToHook::Line(index, text) => (text, Some(index)),
+                ToHook::Probe(text) => (text, None),
+            };
+            let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if st.exited {
+                return;
+            }
+            let Some(stdin) = st.stdin.as_mut() else {
+                return;
+            };
+            // Written under the lock, so the waiter sees a whole write or
+            // none (a write to a hook that has exited fails).
+            if writeln!(stdin, "{text}")
                 .and_then(|_| stdin.flush())
                 .is_err()
             {
-                break;
+                return;
+            }
+            st.before = st.written;
+            st.written = HookWritten {
+                lines: index.unwrap_or(st.written.lines),
+                last_was_line: index.is_some(),
+            };
+            // The next item waits until the hook has read this one.
+            while !st.exited && st.stdin.as_ref().is_some_and(|s| unread(s) > 0) {
+                st = cvar
+                    .wait_timeout(st, HOOK_READ_CHECK)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
+        // Close the hook's stdin: a hook reading to the end finishes.
+        lock.lock().unwrap_or_else(|e| e.into_inner()).stdin = None;
     });
-    tx
+    std::thread::spawn(move || {
+        let _ = child.wait();
+        let (lock, cvar) = &*state;
+        let read = {
+            let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+            st.exited = true;
+            let last_unread = st.stdin.as_ref().is_some_and(|s| unread(s) > 0);
+            st.stdin = None;
+            if last_unread {
+                st.before
+            } else {
+                st.written
+            }
+        };
+        cvar.notify_all();
+        exited(read);
+    });
+    Ok((tx, pid))
 }
 
 /// Shell integration: output between the start mark and the end mark.
@@ -355,7 +483,7 @@ mod tests {
         let mut d = RepeatDetector::new(1);
         let end = run(&mut d, &[b"$ echo a\na\n\n$\n$\n", b"$\n$\n$\n$ "]);
         assert_eq!(end, Some(FrameEnd { exit_code: None }));
-        assert_eq!(d.lines().unwrap().as_slice(), ["a"]);
+        assert_eq!(d.lines().unwrap().finish(), "a");
     }
 
     #[test]
@@ -363,7 +491,7 @@ mod tests {
         let mut d = PromptDetector::new("(gdb)", 1);
         assert!(run(&mut d, &[b"(gdb) p 1\n$1 = 1\n"]).is_none());
         assert!(run(&mut d, &[b"(gdb) "]).is_some());
-        assert_eq!(d.lines().unwrap().as_slice(), ["$1 = 1"]);
+        assert_eq!(d.lines().unwrap().finish(), "$1 = 1");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use self::frame::{
 };
 use self::output::OutputBuffer;
 use self::view::{FilteredView, FRAME_ENTERS};
+use crate::adapter::profile::{Profile, Repl};
 use crate::pty::PtyWriter;
 use crate::screen::strip::{AnsiStripper, Piece};
 use crate::session::SessionName;
@@ -32,6 +33,12 @@ use crate::time::now_iso;
 const HOOK_PROBE_QUIET: Duration = Duration::from_millis(50);
 /// How long set-up waits for its cue before it is typed anyway.
 const SETUP_CUE_WAIT: Duration = Duration::from_secs(2);
+/// Line modes: start-up output must have been quiet this long before the
+/// REPL counts as started (repeat and hook modes).
+const STARTUP_QUIET: Duration = Duration::from_millis(150);
+/// Line modes: the longest the REPL is given to start before cells are
+/// typed anyway (agent-tty waited one second after every `k new`).
+const STARTUP_WAIT: Duration = Duration::from_secs(2);
 /// Events kept for `km -1` to find completions that already happened.
 const EVENT_HISTORY: usize = 256;
 /// Finished results kept for polling.
@@ -79,21 +86,26 @@ pub struct CellsConfig {
 }
 
 impl CellsConfig {
-    /// The configuration for `command_line`: integration when a profile
-    /// knows the REPL and no `--prompt` was given.
-    pub fn for_command(command_line: &str, prompt: Option<FrameMode>, files_dir: PathBuf) -> Self {
+    /// The configuration for `command_line`: integration when `profile`
+    /// (the adapter that claims the command) sets a REPL up and no
+    /// `--prompt` was given.
+    pub fn for_command(
+        command_line: &str,
+        profile: Option<&Profile>,
+        prompt: Option<FrameMode>,
+        files_dir: PathBuf,
+    ) -> Self {
         // Eight hex digits: enough to tell our marks from any other program's
         // OSC 133, and short enough for sqlite3, which cuts prompts at 19
         // bytes (`ESC ]133;D;0;` + token + BEL is exactly that).
         let token = random_hex(4);
-        let program = agent_comms_adapters::program_of(command_line);
-        let frame =
-            prompt.unwrap_or_else(
-                || match agent_comms_adapters::repl_for_command(command_line) {
-                    Some(p) => FrameMode::Integration(render(&p, &token)),
-                    None => FrameMode::Repeat,
-                },
-            );
+        let program = crate::adapter::program_of(command_line);
+        let frame = prompt.unwrap_or_else(|| {
+            match profile.and_then(|p| Some((p.name.as_str(), p.repl.as_ref()?))) {
+                Some((name, repl)) => FrameMode::Integration(render(name, repl, &token)),
+                None => FrameMode::Repeat,
+            }
+        });
         Self {
             frame,
             token,
@@ -112,8 +124,7 @@ impl CellsConfig {
     }
 }
 
-fn render(profile: &agent_comms_adapters::ReplProfile, token: &str) -> Integration {
-    let r = &profile.repl;
+fn render(name: &str, r: &Repl, token: &str) -> Integration {
     let script = r
         .setup_script
         .as_deref()
@@ -124,7 +135,7 @@ fn render(profile: &agent_comms_adapters::ReplProfile, token: &str) -> Integrati
         .replace("{token}", token)
         .replace("{script_b64}", &base64(script.as_bytes()));
     Integration {
-        profile: profile.name.clone(),
+        profile: name.to_owned(),
         setup,
         setup_script: script,
         run_file: r.run_file.clone(),
@@ -140,7 +151,10 @@ fn render(profile: &agent_comms_adapters::ReplProfile, token: &str) -> Integrati
 /// Messages from helper threads back into the event loop.
 #[derive(Debug)]
 pub enum EngineNote {
-    HookExited { cell_id: String },
+    HookExited {
+        cell_id: String,
+        written: frame::HookWritten,
+    },
 }
 
 struct ActiveCell {
@@ -158,14 +172,53 @@ struct ActiveCell {
     last_output: Instant,
 }
 
+/// Line modes (repeat, exact prompt, hook) have no set-up to wait for, but
+/// code typed before the REPL has started is echoed twice (by the terminal,
+/// then by the REPL's line editor) or lost, and the REPL's first prompt
+/// would end the frame at once. So cells wait until the REPL has started:
+/// it showed the prompt (exact-prompt mode), or its start-up output has been
+/// quiet for [`STARTUP_QUIET`] (repeat and hook modes); at most
+/// [`STARTUP_WAIT`].
+#[derive(Default)]
+struct LineStartup {
+    last_output: Option<Instant>,
+    /// The line in progress (exact-prompt mode), bounded.
+    line: Vec<u8>,
+}
+
+impl LineStartup {
+    /// Start-up output; true once it shows `prompt`.
+    fn output(&mut self, text: &[u8], prompt: Option<&str>) -> bool {
+        self.last_output = Some(Instant::now());
+        let Some(prompt) = prompt else {
+            return false;
+        };
+        let is_prompt = |line: &[u8]| String::from_utf8_lossy(line).trim() == prompt;
+        for &b in text {
+            if b == b'\n' {
+                if is_prompt(&self.line) {
+                    return true;
+                }
+                self.line.clear();
+            } else if self.line.len() < 4096 {
+                self.line.push(b);
+            }
+        }
+        is_prompt(&self.line)
+    }
+}
+
 pub struct CellEngine {
     session: SessionName,
     config: CellsConfig,
     writer: PtyWriter,
     notes: mpsc::UnboundedSender<EngineNote>,
     stripper: AnsiStripper,
-    /// Integration: set-up done and the REPL is at a marked prompt.
+    /// Integration: set-up done and the REPL is at a marked prompt. Line
+    /// modes: the REPL has started (see [`LineStartup`]).
     at_prompt: bool,
+    /// Line modes, until the REPL has started.
+    line_startup: Option<LineStartup>,
     seen_setup_mark: bool,
     /// Integration: prompts still owed by an interrupt, to be ignored.
     stale_prompts: u32,
@@ -197,7 +250,9 @@ impl CellEngine {
         Self {
             files_marker: config.files_dir.display().to_string(),
             session,
-            at_prompt: !matches!(config.frame, FrameMode::Integration(_)),
+            at_prompt: false,
+            line_startup: (!matches!(config.frame, FrameMode::Integration(_)))
+                .then(LineStartup::default),
             config,
             writer,
             notes,
@@ -296,7 +351,7 @@ impl CellEngine {
         self.type_setup_if_due(Instant::now());
     }
 
-    /// Ready for cells: set-up complete (always, outside integration).
+    /// Ready for cells: set-up complete, or (line modes) the REPL started.
     pub fn is_ready(&self) -> bool {
         self.at_prompt
     }
@@ -322,6 +377,15 @@ impl CellEngine {
             .view
             .text(text, &[&self.files_marker, &self.config.token]);
         self.broadcast_lines(shown);
+        if let Some(startup) = self.line_startup.as_mut() {
+            let prompt = match &self.config.frame {
+                FrameMode::Prompt(p) => Some(p.as_str()),
+                _ => None,
+            };
+            if startup.output(text, prompt) {
+                self.line_started();
+            }
+        }
         let Some(cell) = self.active.as_mut() else {
             return;
         };
@@ -370,6 +434,13 @@ impl CellEngine {
         }
     }
 
+    /// Line modes: the REPL has started; a cell that was waiting is typed.
+    fn line_started(&mut self) {
+        self.line_startup = None;
+        self.at_prompt = true;
+        self.send_pending();
+    }
+
     fn send_pending(&mut self) {
         if self.stale_prompts > 0 || !self.at_prompt {
             return;
@@ -381,7 +452,7 @@ impl CellEngine {
 
     pub fn on_note(&mut self, note: EngineNote) {
         match note {
-            EngineNote::HookExited { cell_id } => {
+            EngineNote::HookExited { cell_id, written } => {
                 let Some(cell) = self
                     .active
                     .as_mut()
@@ -389,8 +460,7 @@ impl CellEngine {
                 else {
                     return;
                 };
-                let mut lines = Vec::new();
-                if cell.detector.hook_exited(&mut lines).is_some() {
+                if cell.detector.hook_exited(written).is_some() {
                     cell.hook_pid = None;
                     self.finish_frame(None);
                 }
@@ -401,6 +471,14 @@ impl CellEngine {
     pub fn next_deadline(&self) -> Option<Instant> {
         if let Some(due) = self.setup_due() {
             return Some(due);
+        }
+        if let Some(startup) = &self.line_startup {
+            let quiet = startup
+                .last_output
+                .filter(|_| !matches!(self.config.frame, FrameMode::Prompt(_)))
+                .map(|t| t + STARTUP_QUIET);
+            let cap = self.created + STARTUP_WAIT;
+            return Some(quiet.map_or(cap, |q| q.min(cap)));
         }
         let cell = self.active.as_ref().filter(|c| !c.timed_out)?;
         let probe = cell
@@ -413,6 +491,13 @@ impl CellEngine {
 
     pub fn on_tick(&mut self, now: Instant) {
         self.type_setup_if_due(now);
+        if let Some(startup) = &self.line_startup {
+            let quiet = !matches!(self.config.frame, FrameMode::Prompt(_))
+                && startup.last_output.is_some_and(|t| now >= t + STARTUP_QUIET);
+            if quiet || now >= self.created + STARTUP_WAIT {
+                self.line_started();
+            }
+        }
         let Some(cell) = self.active.as_mut().filter(|c| !c.timed_out) else {
             return;
         };
@@ -442,7 +527,7 @@ impl CellEngine {
         };
         kill_hook(&mut cell);
         let output = match cell.detector.lines() {
-            Some(lines) => lines.join("\n"),
+            Some(lines) => lines.finish(),
             None => std::mem::take(&mut cell.output).finish(),
         };
         let mut result = reply(&cell.id, CellState::Done, output);
@@ -613,21 +698,12 @@ impl CellEngine {
         &self,
         id: &str,
         path: &std::path::Path,
-    ) -> std::io::Result<(std::sync::mpsc::Sender<String>, u32)> {
-        let mut child = std::process::Command::new(path)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
-        let pid = child.id();
-        let tx = frame::hook_writer(child.stdin.take().expect("piped"));
+    ) -> std::io::Result<(std::sync::mpsc::SyncSender<frame::ToHook>, u32)> {
         let notes = self.notes.clone();
         let cell_id = id.to_owned();
-        std::thread::spawn(move || {
-            let _ = child.wait();
-            let _ = notes.send(EngineNote::HookExited { cell_id });
-        });
-        Ok((tx, pid))
+        frame::spawn_hook(path, move |written| {
+            let _ = notes.send(EngineNote::HookExited { cell_id, written });
+        })
     }
 
     pub fn poll(&mut self, cell_id: Option<&str>) -> CellReply {
@@ -690,6 +766,12 @@ impl CellEngine {
         self.writer.write(bytes);
         if let Some(mut cell) = self.active.take() {
             kill_hook(&mut cell);
+            // `k int` releases the lock, as agent-tty's did: a later `k poll`
+            // without an id finds no active cell, while `k poll ID` still
+            // gets `interrupted`.
+            if self.latest.as_deref() == Some(cell.id.as_str()) {
+                self.latest = None;
+            }
             let result = error_reply(Some(cell.id.clone()), "interrupted".into());
             self.settle(cell, result, CellState::Interrupted);
         }

@@ -4,6 +4,11 @@
 //! ended, not the machinery: ANSI sequences, frame Enters (runs of five or
 //! more identical lines), and continuation prompts are hidden; cell markers,
 //! completion ticks and notes are shown.
+//!
+//! Memory is bounded whatever a cell prints: [`KEEP`] lines of history, a
+//! line is cut at [`LINE_MAX`] bytes, and of a run of identical lines only
+//! the first [`FRAME_ENTERS`] are held (a longer run is noise, so only its
+//! length matters).
 
 use std::collections::VecDeque;
 
@@ -11,11 +16,19 @@ use std::collections::VecDeque;
 pub const FRAME_ENTERS: usize = 5;
 /// Lines of history kept.
 const KEEP: usize = 5_000;
+/// Bytes of one line kept for the view; the rest is replaced by `…`.
+const LINE_MAX: usize = 16 * 1024;
 
 #[derive(Default)]
 pub struct FilteredView {
     partial: Vec<u8>,
+    /// The line in progress was longer than [`LINE_MAX`].
+    cut: bool,
+    /// The current run of identical lines: its first [`FRAME_ENTERS`]
+    /// lines, held back until the run ends.
     run: Vec<String>,
+    /// The run's full length (a `yes` can make it millions long).
+    run_len: usize,
     lines: VecDeque<String>,
 }
 
@@ -27,14 +40,19 @@ impl FilteredView {
         let mut shown = Vec::new();
         for &b in text {
             if b == b'\n' {
-                let line = String::from_utf8_lossy(&self.partial).trim_end().to_owned();
+                let mut line = String::from_utf8_lossy(&self.partial).trim_end().to_owned();
+                if std::mem::take(&mut self.cut) {
+                    line.push_str(" …");
+                }
                 self.partial.clear();
                 if hide.iter().any(|h| line.contains(h)) {
                     continue;
                 }
                 self.line(line, &mut shown);
-            } else {
+            } else if self.partial.len() < LINE_MAX {
                 self.partial.push(b);
+            } else {
+                self.cut = true;
             }
         }
         shown
@@ -54,16 +72,20 @@ impl FilteredView {
             return;
         }
         if self.run.first().is_some_and(|r| r.trim() == clean) {
-            self.run.push(line);
+            self.run_len += 1;
+            if self.run.len() < FRAME_ENTERS {
+                self.run.push(line);
+            }
             return;
         }
         shown.extend(self.flush_run());
         self.run.push(line);
+        self.run_len = 1;
     }
 
     fn flush_run(&mut self) -> Vec<String> {
         let run = std::mem::take(&mut self.run);
-        if run.len() >= FRAME_ENTERS {
+        if std::mem::take(&mut self.run_len) >= FRAME_ENTERS {
             return Vec::new();
         }
         for line in &run {
@@ -81,7 +103,7 @@ impl FilteredView {
 
     /// The last `n` lines, including a pending run too short to be noise.
     pub fn last(&self, n: usize) -> Vec<String> {
-        let pending = if self.run.len() < FRAME_ENTERS {
+        let pending = if self.run_len < FRAME_ENTERS {
             self.run.len()
         } else {
             0
@@ -108,5 +130,21 @@ mod tests {
         v.text(b"out\n$\n$\n$\n$\n$\n$\nx\nx\n. /tmp/k/1.sh\ny\n", &["/tmp/k/"]);
         v.event("-- done --".into());
         assert_eq!(v.last(10), vec!["out", "x", "x", "y", "-- done --"]);
+    }
+
+    #[test]
+    fn long_runs_and_long_lines_stay_bounded() {
+        let mut v = FilteredView::default();
+        for _ in 0..100_000 {
+            v.text(b"same\n", &[]);
+        }
+        assert!(v.run.len() <= FRAME_ENTERS);
+        v.text(&vec![b'x'; 3 * LINE_MAX], &[]);
+        v.text(b"\nend\n", &[]);
+        v.event("-- done --".into());
+        let last = v.last(3);
+        assert_eq!(last.len(), 3);
+        assert!(last[0].ends_with(" …") && last[0].len() < LINE_MAX + 8);
+        assert_eq!(last[1..], ["end", "-- done --"]);
     }
 }

@@ -1,0 +1,224 @@
+//! Busy/idle classification from a profile's rules, and its debounce.
+//!
+//! Signals combine the way the delivery discipline needs: the program is
+//! busy when any signal says busy, and idle when every signal it is giving
+//! says idle. A kind of signal that says nothing at all — an OSC state a
+//! provider version never sends, a title it never sets — does not hold idle
+//! back. The debounce makes busy immediate and idle patient: a TUI that
+//! blinks idle for a frame between two busy ones is still busy.
+
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use super::profile::{Anchor, Detect, Region, Rule};
+use super::{Activity, ScreenView};
+
+struct CompiledRule {
+    state: Activity,
+    kind: SignalKind,
+    pattern: Regex,
+    region: Option<Region>,
+    osc_prefix: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SignalKind {
+    Screen,
+    Title,
+    Osc,
+}
+
+/// A profile's detection rules, compiled.
+pub struct Rules {
+    rules: Vec<CompiledRule>,
+    debounce: Duration,
+}
+
+impl Rules {
+    /// Compiles `detect`; profiles are validated at load, so patterns compile.
+    pub fn new(detect: &Detect) -> Result<Self, regex::Error> {
+        let mut rules = Vec::new();
+        for rule in &detect.rules {
+            rules.extend(compile(rule)?);
+        }
+        Ok(Self {
+            rules,
+            debounce: Duration::from_millis(detect.debounce_ms),
+        })
+    }
+
+    pub fn debounce(&self) -> Duration {
+        self.debounce
+    }
+
+    /// The raw classification of one screen (no debounce).
+    pub fn classify(&self, view: &ScreenView<'_>) -> Activity {
+        let mut busy = false;
+        let mut idle = false;
+        for kind in [SignalKind::Screen, SignalKind::Title, SignalKind::Osc] {
+            let said: Vec<Activity> = self
+                .rules
+                .iter()
+                .filter(|r| r.kind == kind && r.matches(view))
+                .map(|r| r.state)
+                .collect();
+            busy |= said.contains(&Activity::Busy);
+            idle |= said.contains(&Activity::Idle);
+        }
+        match (busy, idle) {
+            (true, _) => Activity::Busy,
+            (false, true) => Activity::Idle,
+            (false, false) => Activity::Unknown,
+        }
+    }
+}
+
+fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
+    let mut out = Vec::new();
+    let mut add = |kind, pattern: &Option<toml::Spanned<String>>| -> Result<(), regex::Error> {
+        if let Some(p) = pattern {
+            out.push(CompiledRule {
+                state: rule.state.into(),
+                kind,
+                pattern: Regex::new(p.get_ref())?,
+                region: rule.region,
+                osc_prefix: rule.osc_prefix.as_ref().map(|p| p.as_bytes().to_vec()),
+            });
+        }
+        Ok(())
+    };
+    add(SignalKind::Screen, &rule.screen)?;
+    add(SignalKind::Title, &rule.title)?;
+    add(SignalKind::Osc, &rule.osc)?;
+    Ok(out)
+}
+
+impl CompiledRule {
+    fn matches(&self, view: &ScreenView<'_>) -> bool {
+        match self.kind {
+            SignalKind::Screen => region_rows(view, self.region).iter().any(|row| self.pattern.is_match(row)),
+            SignalKind::Title => self.pattern.is_match(view.title),
+            SignalKind::Osc => {
+                // The latest sequence of the kind this rule reads is the
+                // program's current state.
+                let latest = view
+                    .osc
+                    .iter()
+                    .rev()
+                    .find(|o| self.osc_prefix.as_ref().is_none_or(|p| o.starts_with(p)));
+                latest.is_some_and(|o| self.pattern.is_match(&String::from_utf8_lossy(o)))
+            }
+        }
+    }
+}
+
+/// The rows of `region` (the whole screen when there is none).
+fn region_rows<'a>(view: &ScreenView<'a>, region: Option<Region>) -> &'a [String] {
+    let lines = view.lines;
+    let Some(region) = region else { return lines };
+    let n = lines.len() as i64;
+    let start = match region.from {
+        Anchor::Top => i64::from(region.offset),
+        Anchor::Cursor => i64::from(view.cursor_row) + i64::from(region.offset),
+        Anchor::Bottom => {
+            let last = lines.iter().rposition(|l| !l.trim().is_empty()).unwrap_or(0) as i64;
+            last - i64::from(region.offset) - i64::from(region.rows) + 1
+        }
+    };
+    let start = start.clamp(0, n);
+    let end = (start + i64::from(region.rows)).clamp(0, n);
+    &lines[start as usize..end as usize]
+}
+
+/// Busy at once, idle only after the debounce period without busy.
+pub struct BusyDetector {
+    debounce: Duration,
+    last_busy: Option<Instant>,
+}
+
+impl BusyDetector {
+    pub fn new(debounce: Duration) -> Self {
+        Self {
+            debounce,
+            last_busy: None,
+        }
+    }
+
+    /// Feeds one raw classification made at `now`; returns the debounced one.
+    pub fn observe(&mut self, now: Instant, raw: Activity) -> Activity {
+        match raw {
+            Activity::Busy => {
+                self.last_busy = Some(now);
+                Activity::Busy
+            }
+            other => match self.last_busy {
+                Some(t) if now.duration_since(t) < self.debounce => Activity::Busy,
+                _ => other,
+            },
+        }
+    }
+
+    /// When a pending idle becomes reportable, if one is pending.
+    pub fn settles_at(&self) -> Option<Instant> {
+        self.last_busy.map(|t| t + self.debounce)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::profile::Profile;
+
+    fn rules(body: &str) -> Rules {
+        let text = format!("schema = 1\nname = \"t\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"t\"]\n{body}");
+        Rules::new(Profile::parse("t.toml", &text).unwrap().detect.as_ref().unwrap()).unwrap()
+    }
+
+    fn view<'a>(lines: &'a [String], title: &'a str, osc: &'a [Vec<u8>]) -> ScreenView<'a> {
+        ScreenView {
+            lines,
+            title,
+            osc,
+            cursor_row: 0,
+        }
+    }
+
+    #[test]
+    fn any_busy_wins_and_silent_signals_do_not_hold_idle_back() {
+        let r = rules(
+            "[detect]\n[[detect.rules]]\nstate = \"busy\"\nosc = \"state=working\"\nosc_prefix = \"7501;\"\n\
+             [[detect.rules]]\nstate = \"idle\"\nosc = \"state=(done|idle)\"\nosc_prefix = \"7501;\"\n\
+             [[detect.rules]]\nstate = \"busy\"\ntitle = \"^[\\u2801-\\u28ff]\"\n",
+        );
+        let lines = vec!["› Ask Codex to do anything".to_owned()];
+        let working = vec![b"7501;state=working:app=codex".to_vec()];
+        let done = vec![b"7501;state=working:app=codex".to_vec(), b"7501;state=done:app=codex".to_vec()];
+        assert_eq!(r.classify(&view(&lines, "", &working)), Activity::Busy);
+        assert_eq!(r.classify(&view(&lines, "Mock title", &done)), Activity::Idle);
+        assert_eq!(r.classify(&view(&lines, "⠙ Mock title", &done)), Activity::Busy);
+        assert_eq!(r.classify(&view(&lines, "", &[])), Activity::Unknown);
+    }
+
+    #[test]
+    fn regions_are_relative_to_the_last_row_with_text() {
+        let r = rules(
+            "[detect]\n[[detect.rules]]\nstate = \"busy\"\nscreen = \"esc interrupt\"\nregion = { from = \"bottom\", rows = 1 }\n",
+        );
+        let mut lines: Vec<String> = (0..5).map(|i| format!("row {i} esc interrupt")).collect();
+        lines.push("  ⬝■■⬝  esc interrupt".into());
+        lines.push(String::new());
+        assert_eq!(r.classify(&view(&lines, "", &[])), Activity::Busy);
+        lines[5] = "  /tmp/work".into();
+        assert_eq!(r.classify(&view(&lines, "", &[])), Activity::Unknown);
+    }
+
+    #[test]
+    fn debounce_makes_busy_immediate_and_idle_patient() {
+        let mut d = BusyDetector::new(Duration::from_millis(300));
+        let t0 = Instant::now();
+        assert_eq!(d.observe(t0, Activity::Busy), Activity::Busy);
+        assert_eq!(d.observe(t0 + Duration::from_millis(100), Activity::Idle), Activity::Busy);
+        assert_eq!(d.observe(t0 + Duration::from_millis(300), Activity::Idle), Activity::Idle);
+    }
+}

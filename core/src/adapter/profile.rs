@@ -1,0 +1,398 @@
+//! TOML profiles: the declarative form of an adapter (schema 1).
+//!
+//! A profile says everything a host needs to supervise one program: which
+//! commands it claims, busy/idle rules over regions of the rendered screen,
+//! the window title and OSC sequences, how to type into it, which
+//! environment to give it, how to pin a resume to a session id, which
+//! arguments grant agent-comms itself permission, and — for REPLs — how to
+//! set up shell integration. `docs/adapters.md` is the reference. Errors name
+//! the file, the line and column, and the field.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::Activity;
+
+/// The schema this build reads.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ProfileError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub schema: u32,
+    pub name: String,
+    /// The adapter's own version.
+    pub version: String,
+    pub kind: Kind,
+    /// Program basenames claimed; a trailing `*` matches any rest.
+    pub commands: Vec<String>,
+    /// Provider versions this profile was checked against.
+    #[serde(default)]
+    pub checked: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A native (`.so`) or Wasm (`.wasm`) plugin for the hooks a profile
+    /// cannot express; relative to the profile's directory.
+    #[serde(default)]
+    pub plugin: Option<PathBuf>,
+    /// Files the plugin may read (for session discovery), `~` allowed.
+    #[serde(default)]
+    pub plugin_reads: Vec<String>,
+    #[serde(default)]
+    pub detect: Option<Detect>,
+    #[serde(default)]
+    pub input: Input,
+    #[serde(default)]
+    pub env: EnvChanges,
+    #[serde(default)]
+    pub resume: Option<Resume>,
+    #[serde(default)]
+    pub permissions: Option<Permissions>,
+    #[serde(default)]
+    pub repl: Option<Repl>,
+    #[serde(default)]
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Agent,
+    Repl,
+}
+
+/// Busy/idle detection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detect {
+    /// Idle is reported only after this long without a busy signal.
+    #[serde(default = "default_debounce")]
+    pub debounce_ms: u64,
+    pub rules: Vec<Rule>,
+}
+
+fn default_debounce() -> u64 {
+    300
+}
+
+/// One signal: when its pattern matches, the program is in `state`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub state: RuleState,
+    /// Regex over each row of `region`.
+    #[serde(default)]
+    pub screen: Option<Spanned<String>>,
+    #[serde(default)]
+    pub region: Option<Region>,
+    /// Regex over the window title.
+    #[serde(default)]
+    pub title: Option<Spanned<String>>,
+    /// Regex over the most recent OSC payload it could apply to: the last
+    /// one that starts with `osc_prefix` (e.g. `7501;`).
+    #[serde(default)]
+    pub osc: Option<Spanned<String>>,
+    #[serde(default)]
+    pub osc_prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleState {
+    Busy,
+    Idle,
+}
+
+impl From<RuleState> for Activity {
+    fn from(s: RuleState) -> Self {
+        match s {
+            RuleState::Busy => Activity::Busy,
+            RuleState::Idle => Activity::Idle,
+        }
+    }
+}
+
+/// Rows a screen rule may match in, relative to an anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Region {
+    pub from: Anchor,
+    /// Rows away from the anchor: toward the bottom for `top` and `cursor`
+    /// (negative goes up), toward the top for `bottom`.
+    #[serde(default)]
+    pub offset: i32,
+    #[serde(default = "one")]
+    pub rows: u16,
+}
+
+fn one() -> u16 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Anchor {
+    Top,
+    /// The last row that holds any text (inline TUIs draw above the cursor,
+    /// not at the screen's bottom).
+    Bottom,
+    /// The cursor's row: the input line.
+    Cursor,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    #[serde(default = "default_style")]
+    pub style: InputStyle,
+    /// What Enter is.
+    #[serde(default = "default_enter")]
+    pub enter: String,
+    /// Pause between the text and Enter (some TUIs treat an Enter in the
+    /// same burst as part of a paste).
+    #[serde(default = "default_enter_delay")]
+    pub enter_delay_ms: u64,
+}
+
+impl Default for Input {
+    fn default() -> Self {
+        Self {
+            style: default_style(),
+            enter: default_enter(),
+            enter_delay_ms: default_enter_delay(),
+        }
+    }
+}
+
+fn default_style() -> InputStyle {
+    InputStyle::Paste
+}
+fn default_enter() -> String {
+    "\r".into()
+}
+fn default_enter_delay() -> u64 {
+    100
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputStyle {
+    /// Bracketed paste (`ESC[200~ … ESC[201~`).
+    Paste,
+    /// Typed as is.
+    Typed,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvChanges {
+    /// Inherited variables the program must not see.
+    #[serde(default)]
+    pub remove: Vec<String>,
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
+
+/// Resume pinning: "continue the latest session" becomes "resume this id".
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resume {
+    /// Arguments that mean "continue the most recent session".
+    pub continue_args: Vec<String>,
+    /// What replaces the first of them; `{id}` is the session id.
+    pub pinned: Vec<String>,
+    /// Arguments that already name a session (nothing to rewrite then).
+    #[serde(default)]
+    pub explicit_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    /// Arguments that let the program run agent-comms; `{exe}` is the
+    /// resolved agent-comms path.
+    pub args: Vec<String>,
+}
+
+/// Shell integration for a REPL (see core::cells).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repl {
+    /// Typed once at start. `{token}` is the session's secret;
+    /// `{script_b64}` is `setup_script` in base64; `{setup_file}` a private
+    /// file holding `setup_script`.
+    pub setup: String,
+    #[serde(default)]
+    pub setup_script: Option<String>,
+    /// Typed to run a cell from a file; `{file}` is its path.
+    pub run_file: String,
+    pub file_suffix: String,
+    /// Written at the top of every cell file.
+    #[serde(default)]
+    pub file_prologue: String,
+    /// One-line code without control characters may be typed as is.
+    #[serde(default)]
+    pub type_simple_lines: bool,
+    /// The end mark carries the real status of the cell.
+    #[serde(default)]
+    pub exit_status: bool,
+    /// The start mark is followed by a newline that is not output.
+    #[serde(default)]
+    pub newline_after_start: bool,
+    /// Type the set-up only once the REPL printed this text.
+    #[serde(default)]
+    pub setup_after: Option<String>,
+}
+
+/// A recorded screen and the classification it must get (`adapters check`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sample {
+    pub name: String,
+    /// The screen's rows, as text.
+    pub screen: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub osc: Vec<String>,
+    /// Defaults to the last row holding text.
+    #[serde(default)]
+    pub cursor_row: Option<u16>,
+    pub expect: Activity,
+}
+
+impl Profile {
+    /// Parses and validates a profile; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ProfileError> {
+        let profile: Self = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+            ProfileError {
+                file: file.to_owned(),
+                line,
+                column,
+                message: e.message().trim().to_owned(),
+            }
+        })?;
+        profile.validate(file, text)?;
+        Ok(profile)
+    }
+
+    fn validate(&self, file: &str, text: &str) -> Result<(), ProfileError> {
+        let at = |offset: usize, message: String| {
+            let (line, column) = line_col(text, offset);
+            ProfileError {
+                file: file.to_owned(),
+                line,
+                column,
+                message,
+            }
+        };
+        if self.schema != SCHEMA {
+            let offset = text.find("schema").unwrap_or(0);
+            return Err(at(
+                offset,
+                format!("schema {} is not supported (this agent-comms reads schema {SCHEMA})", self.schema),
+            ));
+        }
+        if self.commands.is_empty() && self.plugin.is_none() {
+            let offset = text.find("commands").unwrap_or(0);
+            return Err(at(offset, "commands: list at least one program this profile claims".into()));
+        }
+        if let Some(detect) = &self.detect {
+            for (i, rule) in detect.rules.iter().enumerate() {
+                for (field, pattern) in [("screen", &rule.screen), ("title", &rule.title), ("osc", &rule.osc)] {
+                    if let Some(p) = pattern {
+                        if let Err(e) = regex::Regex::new(p.get_ref()) {
+                            let first = e.to_string().lines().last().unwrap_or("").trim().to_owned();
+                            return Err(at(p.span().start, format!("detect.rules[{i}].{field}: invalid regex: {first}")));
+                        }
+                    }
+                }
+                if rule.screen.is_none() && rule.title.is_none() && rule.osc.is_none() {
+                    let offset = text.find("[[detect.rules]]").unwrap_or(0);
+                    return Err(at(offset, format!("detect.rules[{i}]: give one of screen, title or osc")));
+                }
+            }
+        }
+        if self.kind == Kind::Repl && self.repl.is_none() {
+            return Err(at(0, "kind = \"repl\" needs a [repl] section".into()));
+        }
+        Ok(())
+    }
+
+    /// Whether this profile claims `program` (a basename).
+    pub fn claims(&self, program: &str) -> bool {
+        self.commands.iter().any(|c| match c.strip_suffix('*') {
+            Some(prefix) => program.starts_with(prefix),
+            None => program == c,
+        })
+    }
+
+    /// `argv` with "continue the latest" replaced by the pinned `id`, or
+    /// `None` when nothing asks to continue or an id is already given.
+    pub fn pin_resume(&self, argv: &[String], id: &str) -> Option<Vec<String>> {
+        let resume = self.resume.as_ref()?;
+        if argv.iter().any(|a| resume.explicit_args.iter().any(|e| a == e || a.starts_with(&format!("{e}=")))) {
+            return None;
+        }
+        let at = argv.iter().position(|a| resume.continue_args.contains(a))?;
+        let mut out = argv[..at].to_vec();
+        out.extend(resume.pinned.iter().map(|p| p.replace("{id}", id)));
+        out.extend_from_slice(&argv[at + 1..]);
+        Some(out)
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "schema = 1\nname = \"x\"\nversion = \"0.1.0\"\nkind = \"agent\"\ncommands = [\"x\"]\n";
+
+    #[test]
+    fn errors_name_file_line_column_and_field() {
+        let e = Profile::parse("p.toml", &format!("{MINIMAL}nmae = 1\n")).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line, e.column), ("p.toml", 6, 1));
+        assert!(e.message.contains("unknown field `nmae`"), "{e}");
+
+        let bad_regex = format!("{MINIMAL}[detect]\n[[detect.rules]]\nstate = \"busy\"\nscreen = \"(unclosed\"\n");
+        let e = Profile::parse("p.toml", &bad_regex).unwrap_err();
+        assert_eq!((e.line, e.column), (9, 10), "{e}");
+        assert!(e.message.starts_with("detect.rules[0].screen: invalid regex"), "{e}");
+
+        let e = Profile::parse("p.toml", "schema = 1\nname = [").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn resume_is_pinned_in_place_of_continue() {
+        let p = Profile::parse(
+            "c.toml",
+            &format!("{MINIMAL}[resume]\ncontinue_args = [\"--continue\", \"-c\"]\npinned = [\"--resume\", \"{{id}}\"]\nexplicit_args = [\"--resume\", \"-r\"]\n"),
+        )
+        .unwrap();
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(p.pin_resume(&argv("claude -c --model x"), "abc"), Some(argv("claude --resume abc --model x")));
+        assert_eq!(p.pin_resume(&argv("claude --resume old"), "abc"), None);
+        assert_eq!(p.pin_resume(&argv("claude"), "abc"), None);
+    }
+}

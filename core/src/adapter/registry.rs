@@ -1,0 +1,254 @@
+//! Where adapters come from, and which one wins.
+//!
+//! Profiles load from three places, in precedence order: the project
+//! (`<project>/.agent-comms/providers/`), the user
+//! (`$XDG_CONFIG_HOME/agent-comms/providers/`, or `$AGENT_COMMS_HOME/providers/`),
+//! and the built-ins embedded in the binary. A profile overrides another of
+//! the same name from a lower place. A profile that does not parse is
+//! reported and skipped, so a broken user file never takes the built-ins
+//! down with it.
+
+use std::path::{Path, PathBuf};
+
+use super::profile::{Profile, ProfileError};
+use super::Form;
+
+/// Where a profile was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Project(PathBuf),
+    User(PathBuf),
+    Builtin(&'static str),
+}
+
+impl Source {
+    fn rank(&self) -> u8 {
+        match self {
+            Self::Project(_) => 0,
+            Self::User(_) => 1,
+            Self::Builtin(_) => 2,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Project(_) => "project",
+            Self::User(_) => "user",
+            Self::Builtin(_) => "built-in",
+        }
+    }
+
+    /// A path for people: the file, or `builtin:NAME` for embedded ones.
+    pub fn display(&self) -> String {
+        match self {
+            Self::Project(p) | Self::User(p) => p.display().to_string(),
+            Self::Builtin(f) => format!("builtin:{f}"),
+        }
+    }
+}
+
+/// One loaded adapter.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub profile: Profile,
+    pub source: Source,
+    /// Lower-precedence profiles of the same name it overrides.
+    pub overrides: Vec<Source>,
+}
+
+impl Entry {
+    pub fn form(&self) -> Form {
+        match self.profile.plugin.as_ref().and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+            Some("wasm") => Form::Wasm,
+            Some(_) => Form::Native,
+            None => Form::Toml,
+        }
+    }
+
+    /// The plugin's path, resolved against the profile's directory.
+    pub fn plugin_path(&self) -> Option<PathBuf> {
+        let plugin = self.profile.plugin.as_ref()?;
+        Some(match &self.source {
+            Source::Project(p) | Source::User(p) if plugin.is_relative() => {
+                p.parent().unwrap_or(Path::new(".")).join(plugin)
+            }
+            _ => plugin.clone(),
+        })
+    }
+}
+
+/// Two or more adapters claim one program; `winner` is used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub program: String,
+    pub winner: String,
+    pub others: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct AdapterRegistry {
+    entries: Vec<Entry>,
+    diagnostics: Vec<ProfileError>,
+}
+
+impl AdapterRegistry {
+    /// Loads `builtin` profiles (file name, text) and the `*.toml` files of
+    /// the user and project directories that exist.
+    pub fn load(builtin: &[(&'static str, &'static str)], user: Option<&Path>, project: Option<&Path>) -> Self {
+        let mut registry = Self::default();
+        for (file, text) in builtin {
+            registry.add(Source::Builtin(file), file, text);
+        }
+        for (dir, make) in [(user, Source::User as fn(PathBuf) -> Source), (project, Source::Project)] {
+            for path in dir.map(toml_files).unwrap_or_default() {
+                let shown = path.display().to_string();
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => registry.add(make(path), &shown, &text),
+                    Err(e) => registry.diagnostics.push(ProfileError {
+                        file: shown,
+                        line: 1,
+                        column: 1,
+                        message: format!("cannot read: {e}"),
+                    }),
+                }
+            }
+        }
+        registry.entries.sort_by(|a, b| a.profile.name.cmp(&b.profile.name));
+        registry
+    }
+
+    fn add(&mut self, source: Source, file: &str, text: &str) {
+        let profile = match Profile::parse(file, text) {
+            Ok(p) => p,
+            Err(e) => return self.diagnostics.push(e),
+        };
+        match self.entries.iter_mut().find(|e| e.profile.name == profile.name) {
+            Some(existing) if source.rank() < existing.source.rank() => {
+                let old = std::mem::replace(&mut existing.source, source);
+                existing.profile = profile;
+                existing.overrides.push(old);
+            }
+            Some(existing) => existing.overrides.push(source),
+            None => self.entries.push(Entry {
+                profile,
+                source,
+                overrides: Vec::new(),
+            }),
+        }
+    }
+
+    /// Adapters by name.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Profiles that could not be loaded.
+    pub fn diagnostics(&self) -> &[ProfileError] {
+        &self.diagnostics
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.profile.name == name)
+    }
+
+    /// The adapter for the program a command line runs: the claimant from
+    /// the highest-precedence place, by name within one place.
+    pub fn for_program(&self, program: &str) -> Option<&Entry> {
+        self.claimants(program).into_iter().next()
+    }
+
+    pub fn for_command(&self, command_line: &str) -> Option<&Entry> {
+        self.for_program(&super::command::program_of(command_line)?)
+    }
+
+    fn claimants(&self, program: &str) -> Vec<&Entry> {
+        let mut found: Vec<&Entry> = self.entries.iter().filter(|e| e.profile.claims(program)).collect();
+        found.sort_by_key(|e| e.source.rank());
+        found
+    }
+
+    /// Programs claimed by more than one adapter, and who wins each.
+    pub fn conflicts(&self) -> Vec<Conflict> {
+        let mut programs: Vec<&str> = self
+            .entries
+            .iter()
+            .flat_map(|e| e.profile.commands.iter().map(String::as_str))
+            .filter(|c| !c.ends_with('*'))
+            .collect();
+        programs.sort_unstable();
+        programs.dedup();
+        programs
+            .into_iter()
+            .filter_map(|program| {
+                let claimants = self.claimants(program);
+                let (winner, others) = claimants.split_first()?;
+                (!others.is_empty()).then(|| Conflict {
+                    program: program.to_owned(),
+                    winner: winner.profile.name.clone(),
+                    others: others.iter().map(|e| e.profile.name.clone()).collect(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn toml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(name: &str, commands: &str) -> String {
+        format!("schema = 1\nname = \"{name}\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [{commands}]\n")
+    }
+
+    #[test]
+    fn project_beats_user_beats_builtin_and_broken_files_are_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user");
+        let project = tmp.path().join("project");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(user.join("a.toml"), profile("a", "\"a-user\"")).unwrap();
+        std::fs::write(user.join("broken.toml"), "schema = 1\nname = ").unwrap();
+        std::fs::write(project.join("a.toml"), profile("a", "\"a-project\"")).unwrap();
+        let builtin_a: &'static str = Box::leak(profile("a", "\"a\"").into_boxed_str());
+        let builtin_b: &'static str = Box::leak(profile("b", "\"a\", \"b\"").into_boxed_str());
+        let r = AdapterRegistry::load(&[("a.toml", builtin_a), ("b.toml", builtin_b)], Some(&user), Some(&project));
+        let a = r.get("a").unwrap();
+        assert_eq!(a.source.kind(), "project");
+        assert_eq!(a.overrides.len(), 2);
+        assert!(a.profile.claims("a-project"));
+        assert_eq!(r.get("b").unwrap().source, Source::Builtin("b.toml"));
+        assert_eq!(r.diagnostics().len(), 1);
+        assert!(r.diagnostics()[0].file.ends_with("broken.toml"));
+        assert!(r.conflicts().is_empty(), "a's project profile no longer claims 'a'");
+        assert_eq!(r.for_program("a").unwrap().profile.name, "b");
+    }
+
+    #[test]
+    fn two_claimants_of_one_program_are_reported_with_the_winner() {
+        let a: &'static str = Box::leak(profile("a", "\"tool\"").into_boxed_str());
+        let b: &'static str = Box::leak(profile("b", "\"tool\"").into_boxed_str());
+        let r = AdapterRegistry::load(&[("a.toml", a), ("b.toml", b)], None, None);
+        assert_eq!(
+            r.conflicts(),
+            vec![Conflict {
+                program: "tool".into(),
+                winner: "a".into(),
+                others: vec!["b".into()]
+            }]
+        );
+    }
+}
