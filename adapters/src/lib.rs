@@ -6,11 +6,16 @@
 //! interface, the schema and the loading rules are in
 //! `agent_comms_core::adapter`.
 
+pub mod scaffold;
+
 use agent_comms_core::adapter::AdapterRegistry;
 use agent_comms_core::paths::{project_root, user_home};
 
 /// Profiles shipped with agent-comms: (file name, text).
 pub const BUILTIN: &[(&str, &str)] = &[
+    ("claude-code.toml", include_str!("../../config/providers/claude-code.toml")),
+    ("codex.toml", include_str!("../../config/providers/codex.toml")),
+    ("opencode.toml", include_str!("../../config/providers/opencode.toml")),
     ("bash.toml", include_str!("../../config/providers/bash.toml")),
     ("sh.toml", include_str!("../../config/providers/sh.toml")),
     ("zsh.toml", include_str!("../../config/providers/zsh.toml")),
@@ -44,5 +49,16 @@ mod tests {
         assert_eq!(r.for_command("env X=1 bash --norc").unwrap().profile.name, "bash");
         assert!(r.for_command("vim").is_none());
         assert!(r.conflicts().is_empty(), "{:?}", r.conflicts());
+    }
+
+    /// Every built-in classifies its recorded sample screens as labelled.
+    #[test]
+    fn builtin_samples_classify_as_recorded() {
+        for (file, text) in super::BUILTIN {
+            let profile = Profile::parse(file, text).unwrap();
+            for result in agent_comms_core::adapter::check::run_samples(&profile).unwrap() {
+                assert!(result.passed(), "{file}: sample '{}' expected {:?}, got {:?}", result.name, result.expected, result.got);
+            }
+        }
     }
 }

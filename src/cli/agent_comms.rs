@@ -35,6 +35,10 @@ enum Command {
     /// Start, list, attach to, watch, drive and end supervised sessions.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Inspect, check and scaffold the adapters that describe providers and
+    /// REPLs (TOML profiles, native and Wasm plugins).
+    #[command(subcommand)]
+    Adapters(super::adapters::AdaptersCommand),
 }
 
 #[derive(Subcommand)]
@@ -147,6 +151,7 @@ fn one_line(e: &anyhow::Error) -> String {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Session(cmd) => session(cmd),
+        Command::Adapters(cmd) => super::adapters::run(cmd),
     }
 }
 

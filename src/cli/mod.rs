@@ -1,3 +1,4 @@
+mod adapters;
 pub mod agent_comms;
 mod cells_format;
 mod interrupt;

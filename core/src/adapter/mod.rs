@@ -9,6 +9,7 @@
 //! express. [`registry`] loads them in precedence order: project, user,
 //! built-in.
 
+pub mod check;
 pub mod command;
 pub mod detect;
 pub mod profile;
