@@ -13,6 +13,7 @@
 //!   responder that answers for a terminal nobody attached.
 //! - [`socket`]: the endpoint socket, its peer check and the versioned codec.
 //! - [`supervisor`]: the process that owns one PTY and one endpoint.
+//! - [`plugin`]: the native and Wasm plugin hosts behind adapters.
 //! - [`client`]: the blocking client used by the short-lived CLI commands.
 //! - [`adapter`]: the adapter interface, TOML profiles and their registry.
 //! - [`cells`]: persistent REPL cells (`k`/`km`) on top of the supervisor.
@@ -22,6 +23,7 @@ pub mod cells;
 pub mod client;
 pub mod keys;
 pub mod paths;
+pub mod plugin;
 pub mod pty;
 pub mod screen;
 pub mod session;
