@@ -110,6 +110,7 @@ impl PtyProcess {
             .try_clone_reader()
             .map_err(|e| PtyError::Open(e.to_string()))?;
         let out = events.clone();
+        let master_fd = pair.master.as_raw_fd();
         std::thread::Builder::new()
             .name("pty-reader".into())
             .spawn(move || {
@@ -118,10 +119,7 @@ impl PtyProcess {
                     match reader.read(&mut buf) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
-                            if out
-                                .blocking_send(PtyEvent::Output(buf[..n].to_vec()))
-                                .is_err()
-                            {
+                            if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, master_fd) {
                                 return;
                             }
                         }
@@ -217,6 +215,56 @@ impl PtyProcess {
             let _ = killpg(Pid::from_raw(fg), signal);
         }
     }
+}
+
+/// Most bytes merged into one chunk while the consumer is behind.
+const MAX_COALESCED: usize = 8 << 20;
+
+/// Hands `chunk` to the event loop. While the loop is behind (the channel is
+/// full) and more output is already waiting in the PTY, it is read and
+/// merged instead of queued chunk by chunk: a flood then reaches the screen
+/// model as a few large chunks, which it can fast-forward through. Nothing
+/// is held back once the PTY has nothing more to read. Returns false when
+/// the loop is gone.
+fn send_coalesced(
+    out: &mpsc::Sender<PtyEvent>,
+    mut chunk: Vec<u8>,
+    reader: &mut Box<dyn Read + Send>,
+    master_fd: Option<std::os::fd::RawFd>,
+) -> bool {
+    use tokio::sync::mpsc::error::TrySendError;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match out.try_send(PtyEvent::Output(chunk)) {
+            Ok(()) => return true,
+            Err(TrySendError::Closed(_)) => return false,
+            Err(TrySendError::Full(PtyEvent::Output(back))) => {
+                chunk = back;
+                if chunk.len() < MAX_COALESCED && master_fd.is_some_and(readable_now) {
+                    match reader.read(&mut buf) {
+                        Ok(n) if n > 0 => {
+                            chunk.extend_from_slice(&buf[..n]);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                return out.blocking_send(PtyEvent::Output(chunk)).is_ok();
+            }
+            Err(TrySendError::Full(_)) => unreachable!("only output is sent here"),
+        }
+    }
+}
+
+/// Whether a read on `fd` would return at once.
+fn readable_now(fd: std::os::fd::RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    unsafe { libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLIN != 0 }
 }
 
 fn size(rows: u16, cols: u16) -> PtySize {

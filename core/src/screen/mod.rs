@@ -18,6 +18,15 @@ use crate::socket::protocol::ScreenSnapshot;
 const SCROLLBACK: usize = 2_000;
 /// OSC sequences remembered for detectors.
 const OSC_HISTORY: usize = 64;
+/// Chunks smaller than this are always parsed whole (see `fast_forward`).
+const FAST_FORWARD_MIN: usize = 256 * 1024;
+
+/// Printable ASCII, UTF-8 sequences, CR and LF only.
+fn is_plain_text(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .all(|&b| b >= 0x20 && b != 0x7f || b == b'\r' || b == b'\n')
+}
 
 /// State collected from sequences that do not change the grid.
 #[derive(Default)]
@@ -84,8 +93,40 @@ impl ScreenModel {
     /// answers to the queries it contained (empty when none, or when a real
     /// terminal answers instead).
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.parser.process(bytes);
+        match self.fast_forward(bytes) {
+            Some(tail) => {
+                // Start the kept lines where a line starts, as they did.
+                self.parser.process(b"\r\n");
+                self.parser.process(tail);
+            }
+            None => self.parser.process(bytes),
+        }
         std::mem::take(&mut self.parser.callbacks_mut().replies)
+    }
+
+    /// The part of a large chunk of plain text that can still show.
+    ///
+    /// A flood of output (a build log, `cat` of a big file) arrives faster
+    /// than any emulator parses it, and the PTY reader hands over what piled
+    /// up as one large chunk. When that chunk is plain text — printable
+    /// characters, CR and LF, nothing that sets a mode, a colour or a title —
+    /// every line but the last `rows + scrollback` is pushed out of the
+    /// scrollback by the lines after it, whatever came before: the final
+    /// screen and scrollback depend only on that tail, which starts right
+    /// after a CR LF (column 0). Parsing just the tail gives the same model,
+    /// exactly, at a fraction of the cost.
+    fn fast_forward<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let (rows, _) = self.size();
+        let keep = usize::from(rows) + self.parser.screen().scrollback_capacity() + 1;
+        if bytes.len() < FAST_FORWARD_MIN || !is_plain_text(bytes) {
+            return None;
+        }
+        let mut seen = 0;
+        let cut = bytes.windows(2).rposition(|w| {
+            seen += usize::from(w == b"\r\n");
+            seen > keep
+        })?;
+        Some(&bytes[cut + 2..])
     }
 
     pub fn resize(&mut self, rows: u16, cols: u16) {
@@ -169,6 +210,49 @@ mod tests {
         assert!(m.feed(b"ab\x1b[6n").is_empty());
         m.set_answer_queries(true);
         assert_eq!(m.feed(b"\x1b[6n"), b"\x1b[1;3R");
+    }
+
+    /// Parsing only the tail of a plain-text flood gives the same screen,
+    /// scrollback and cursor as parsing all of it, from any starting state.
+    #[test]
+    fn fast_forward_gives_the_same_model_as_a_full_parse() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..6 {
+            let mut flood = Vec::new();
+            while flood.len() < 2 * FAST_FORWARD_MIN {
+                let len = (next() % 200) as usize;
+                flood.extend((0..len).map(|i| b'a' + ((i as u64 + next()) % 26) as u8));
+                flood.extend_from_slice(if next() % 7 == 0 { "é\r\n".as_bytes() } else { b"\r\n" });
+            }
+            let prefix: &[u8] = if round % 2 == 0 { b"$ prompt " } else { b"\x1b[1;31mred\x1b[0m\r\nx" };
+            let mut fast = ScreenModel::new(24, 80);
+            let mut full = vt100::Parser::new(nonzero(24), nonzero(80), SCROLLBACK);
+            fast.feed(prefix);
+            full.process(prefix);
+            assert!(fast.fast_forward(&flood).is_some(), "round {round}: fast path not taken");
+            fast.feed(&flood);
+            full.process(&flood);
+            assert_eq!(fast.parser.screen().contents_formatted(), full.screen().contents_formatted());
+            assert_eq!(fast.parser.screen().cursor_position(), full.screen().cursor_position());
+            let (mut a, mut b) = (fast.parser, full);
+            a.screen_mut().set_scrollback(SCROLLBACK);
+            b.screen_mut().set_scrollback(SCROLLBACK);
+            assert_eq!(a.screen().contents(), b.screen().contents(), "round {round}: scrollback differs");
+        }
+    }
+
+    #[test]
+    fn fast_forward_never_skips_sequences() {
+        let m = ScreenModel::new(24, 80);
+        let mut flood = b"line\r\n".repeat(FAST_FORWARD_MIN);
+        flood.extend_from_slice(b"\x1b]0;title\x07");
+        assert!(m.fast_forward(&flood).is_none());
     }
 
     #[test]
