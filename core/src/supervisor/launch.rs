@@ -77,6 +77,7 @@ pub fn spawn_detached(
 /// The body of a detached supervisor process (after [`SUPERVISOR_ARG`]).
 /// Returns the process exit code.
 pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
+    reset_signals();
     let mut spec = Vec::new();
     if std::io::stdin().read_to_end(&mut spec).is_err() {
         return 2;
@@ -125,6 +126,20 @@ pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
         ));
         0
     })
+}
+
+/// A supervisor must answer SIGTERM, SIGINT and SIGHUP whatever its
+/// launcher had blocked or ignored (both survive exec): a script that
+/// blocks SIGTERM around `session new` would otherwise leave a session that
+/// nothing but SIGKILL can end.
+fn reset_signals() {
+    use nix::sys::signal::{signal, SigHandler, SigSet, Signal};
+    let _ = SigSet::empty().thread_set_mask();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: restoring the default disposition before any thread or
+        // handler exists.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+    }
 }
 
 /// Writes the one status line to the launcher's pipe (moved to a spare
