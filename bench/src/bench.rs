@@ -1,0 +1,218 @@
+//! The context every measurement runs in: the binaries under test, a private
+//! scratch directory, and how many iterations to do.
+//!
+//! All agent-comms and `k` processes get `AGENT_COMMS_RUNTIME_DIR` and
+//! `AGENT_COMMS_HOME` inside the scratch directory, and every tmux server
+//! has its socket there, so the run neither sees nor disturbs the user's
+//! sessions, and whatever a failed or interrupted measurement left running
+//! can be found there: the context's drop, and Ctrl-C or SIGTERM, end every
+//! supervisor with a record and every tmux server with a socket in it, by
+//! pid.
+//!
+//! `HOME` is an empty scratch directory too, for both `k`s: a plain `bash`
+//! reads `~/.bashrc`, which on a developer's machine can cost more than the
+//! tool being measured (a `pyenv init` alone takes hundreds of ms).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agent_comms_core::paths::{HOME_ENV, RUNTIME_DIR_ENV};
+use agent_comms_core::session::SessionRecord;
+use anyhow::{bail, Context};
+use nix::sys::signal::Signal;
+
+use crate::procs;
+use crate::tmux::TmuxServer;
+
+/// Iteration counts; `--quick` trades precision for a short smoke run.
+pub struct Plan {
+    /// `session new` → first prompt, per system.
+    pub startups: usize,
+    /// Keystrokes timed per system (after [`Plan::echo_warmup`] untimed ones).
+    pub keystrokes: usize,
+    pub echo_warmup: usize,
+    /// 200 MB runs per system.
+    pub throughput_runs: usize,
+    /// `k run` cells per tool (after [`Plan::cell_warmup`] untimed ones).
+    pub cell_runs: usize,
+    pub cell_warmup: usize,
+    /// `k new` sessions per tool.
+    pub cell_news: usize,
+    /// `k --version` runs per tool.
+    pub versions: usize,
+}
+
+impl Plan {
+    pub fn full() -> Self {
+        Self {
+            startups: 20,
+            keystrokes: 500,
+            echo_warmup: 20,
+            throughput_runs: 3,
+            cell_runs: 200,
+            cell_warmup: 5,
+            cell_news: 10,
+            versions: 50,
+        }
+    }
+
+    pub fn quick() -> Self {
+        Self {
+            startups: 5,
+            keystrokes: 100,
+            echo_warmup: 10,
+            throughput_runs: 1,
+            cell_runs: 30,
+            cell_warmup: 3,
+            cell_news: 3,
+            versions: 10,
+        }
+    }
+}
+
+pub struct Bench {
+    pub plan: Plan,
+    /// `target/release/agent-comms`, next to this executable.
+    agent_comms: PathBuf,
+    /// `target/release/k`.
+    k: PathBuf,
+    /// `target/`: where the agent-tty venv is kept between runs.
+    pub target_dir: PathBuf,
+    scratch: tempfile::TempDir,
+}
+
+impl Bench {
+    pub fn new(plan: Plan) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("cannot find this executable")?;
+        let bin_dir = exe.parent().context("this executable has no directory")?;
+        let agent_comms = bin_dir.join("agent-comms");
+        let k = bin_dir.join("k");
+        // `k` may be missing or unfinished: its section then says so.
+        if !agent_comms.is_file() {
+            bail!(
+                "{} not found; build the binaries under test first: cargo build --release",
+                agent_comms.display()
+            );
+        }
+        let target_dir = bin_dir.parent().unwrap_or(bin_dir).to_path_buf();
+        // Short and under /tmp: socket paths must fit sun_path.
+        let scratch = tempfile::Builder::new()
+            .prefix("acb.")
+            .tempdir_in("/tmp")
+            .context("cannot create a scratch directory")?;
+        let bench = Self {
+            plan,
+            agent_comms,
+            k,
+            target_dir,
+            scratch,
+        };
+        for dir in ["runtime", "home", "agent-comms-home"] {
+            bench.private_dir(dir)?;
+        }
+        let scratch = bench.scratch.path().to_owned();
+        procs::on_interrupt(move || {
+            sweep(&scratch);
+            let _ = std::fs::remove_dir_all(&scratch);
+        })
+        .context("cannot set up clean-up on interrupt")?;
+        Ok(bench)
+    }
+
+    /// A 0700 directory `name` inside the scratch directory.
+    pub fn private_dir(&self, name: &str) -> anyhow::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = self.scratch.path().join(name);
+        if !dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        Ok(dir)
+    }
+
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.scratch.path().join("runtime")
+    }
+
+    /// `agent-comms` with the private runtime directory.
+    pub fn agent_comms(&self) -> Command {
+        self.ours(&self.agent_comms)
+    }
+
+    /// `k` with the private runtime directory.
+    pub fn k(&self) -> Command {
+        self.ours(&self.k)
+    }
+
+    fn ours(&self, program: &Path) -> Command {
+        procs::before_start();
+        let mut cmd = Command::new(program);
+        cmd.env(RUNTIME_DIR_ENV, self.runtime_dir())
+            .env(HOME_ENV, self.scratch.path().join("agent-comms-home"))
+            .env_remove("K_SESSION");
+        self.neutral_env(&mut cmd);
+        cmd
+    }
+
+    /// The same terminal type for every system measured, and an empty home
+    /// (no start-up files).
+    pub fn neutral_env(&self, cmd: &mut Command) {
+        cmd.env("TERM", crate::workload::TERM)
+            .env("HOME", self.scratch.path().join("home"));
+    }
+
+    /// The record of a live session in the private runtime directory.
+    pub fn record(&self, name: &str) -> anyhow::Result<SessionRecord> {
+        let path = self.runtime_dir().join(format!("{name}.json"));
+        let text = std::fs::read(&path)
+            .with_context(|| format!("no session record {}", path.display()))?;
+        serde_json::from_slice(&text)
+            .with_context(|| format!("unreadable session record {}", path.display()))
+    }
+
+    /// Ends a session's supervisor by pid: SIGTERM (the supervisor ends its
+    /// child and removes its socket), SIGKILL if it lingers.
+    pub fn end_session(&self, record: &SessionRecord) {
+        procs::stop(record.supervisor_pid, Signal::SIGTERM);
+    }
+}
+
+impl Drop for Bench {
+    /// The safety net for what a failed measurement left behind.
+    fn drop(&mut self) {
+        sweep(self.scratch.path());
+    }
+}
+
+/// Ends every supervisor with a record, and every tmux server with a socket,
+/// under `scratch`.
+fn sweep(scratch: &Path) {
+    let runtime = scratch.join("runtime");
+    for entry in std::fs::read_dir(&runtime).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let record = std::fs::read(&path)
+                .ok()
+                .and_then(|t| serde_json::from_slice::<SessionRecord>(&t).ok());
+            if let Some(record) = record {
+                procs::stop(record.supervisor_pid, Signal::SIGTERM);
+            }
+        }
+    }
+    let mut dirs = vec![scratch.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && entry.path() != runtime {
+                dirs.push(entry.path());
+            } else if std::os::unix::fs::FileTypeExt::is_socket(&kind) {
+                // Dropping the handle ends the server, if one still runs.
+                drop(TmuxServer::at(entry.path()));
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The Markdown report: a header saying where and how it was made, then one
+//! table per section.
+//!
+//! A row that could not be measured keeps its place and says why, so a
+//! reader sees what is missing instead of a shorter table.
+
+use crate::machine::Machine;
+use crate::stats::Summary;
+
+pub struct Section {
+    pub title: String,
+    /// Shown above the table: what the section compares.
+    pub intro: String,
+    pub rows: Vec<Row>,
+    /// Shown below the table: how each measurement is taken.
+    pub method: Vec<String>,
+}
+
+pub struct Row {
+    pub measurement: String,
+    pub system: String,
+    /// The measured summary, or why there is none.
+    pub result: Result<Summary, String>,
+    /// The target and whether this run met it; empty when none applies.
+    pub target: String,
+}
+
+impl Row {
+    pub fn new(measurement: &str, system: &str, result: Result<Summary, String>) -> Self {
+        Self {
+            measurement: measurement.to_owned(),
+            system: system.to_owned(),
+            result,
+            target: String::new(),
+        }
+    }
+}
+
+pub fn render(machine: &Machine, command: &str, sections: &[Section]) -> String {
+    let mut md = String::from("# Benchmarks\n\n");
+    md.push_str(&format!(
+        "Made by `{command}` on {} (after `cargo build --release`, which builds the binaries it \
+         measures). Every number below comes from that one run, side by side; numbers from \
+         other machines or runs are not comparable. Medians; p99 is the nearest-rank \
+         percentile. MB = 10^6 bytes.\n\n",
+        machine.date
+    ));
+    md.push_str("| machine | |\n|---|---|\n");
+    for (key, value) in machine.facts() {
+        md.push_str(&format!("| {key} | {} |\n", cell(value)));
+    }
+    for section in sections {
+        md.push_str(&format!("\n## {}\n\n{}\n\n", section.title, section.intro));
+        if !section.rows.is_empty() {
+            md.push_str("| measurement | system | median | p99 | n | target |\n");
+            md.push_str("|---|---|---:|---:|---:|---|\n");
+            for row in &section.rows {
+                let (median, p99, n) = match &row.result {
+                    Ok(s) => (
+                        s.median.to_string(),
+                        s.p99.map_or_else(|| "—".to_owned(), |q| q.to_string()),
+                        s.samples.to_string(),
+                    ),
+                    Err(why) => (format!("failed: {why}"), "—".to_owned(), "—".to_owned()),
+                };
+                md.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} |\n",
+                    cell(&row.measurement),
+                    cell(&row.system),
+                    cell(&median),
+                    p99,
+                    n,
+                    cell(&row.target)
+                ));
+            }
+        }
+        if !section.method.is_empty() {
+            md.push('\n');
+            for line in &section.method {
+                md.push_str(&format!("- {line}\n"));
+            }
+        }
+    }
+    md
+}
+
+/// Text made safe for a table cell.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Both summaries, when both rows were measured.
+pub fn both<'a>(
+    a: &'a Result<Summary, String>,
+    b: &'a Result<Summary, String>,
+) -> Option<(&'a Summary, &'a Summary)> {
+    a.as_ref().ok().zip(b.as_ref().ok())
+}
+
+/// "`target`: met" or "missed"; "not judged" when a row it depends on
+/// could not be measured.
+pub fn judge(target: &str, met: Option<bool>) -> String {
+    let verdict = match met {
+        Some(true) => "met",
+        Some(false) => "**missed**",
+        None => "not judged",
+    };
+    format!("{target}: {verdict}")
+}

@@ -1,0 +1,125 @@
+//! Summaries of repeated measurements.
+//!
+//! Medians rather than means: a single scheduling hiccup on a 2-core machine
+//! moves a mean a lot and a median not at all. p99 is the nearest-rank
+//! percentile (an observed value, never interpolated), so with fewer than
+//! 100 samples it is simply the worst one.
+
+use std::time::Duration;
+
+/// What one row reports: a median, a p99 where repetition makes one
+/// meaningful, and how many samples they summarize.
+#[derive(Debug, Clone, Copy)]
+pub struct Summary {
+    pub median: Quantity,
+    pub p99: Option<Quantity>,
+    pub samples: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Quantity {
+    Millis(f64),
+    MegabytesPerSec(f64),
+    Megabytes(f64),
+}
+
+impl Quantity {
+    pub fn value(self) -> f64 {
+        match self {
+            Self::Millis(v) | Self::MegabytesPerSec(v) | Self::Megabytes(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Display for Quantity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Millis(ms) if ms < 1.0 => write!(f, "{:.0} µs", ms * 1000.0),
+            Self::Millis(ms) if ms < 100.0 => write!(f, "{ms:.2} ms"),
+            Self::Millis(ms) => write!(f, "{ms:.0} ms"),
+            Self::MegabytesPerSec(v) => write!(f, "{v:.1} MB/s"),
+            Self::Megabytes(v) => write!(f, "{v:.1} MB"),
+        }
+    }
+}
+
+/// The durations of repeated runs, or why they stopped.
+pub type Runs = Result<Vec<Duration>, String>;
+
+/// Adds one run's duration, or keeps the first failure.
+pub fn push(runs: &mut Runs, run: anyhow::Result<Duration>) {
+    if let Ok(done) = runs {
+        match run {
+            Ok(d) => done.push(d),
+            Err(e) => *runs = Err(format!("{e:#}")),
+        }
+    }
+}
+
+/// Median and p99 of durations.
+pub fn latencies(samples: &[Duration]) -> Summary {
+    let ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    Summary {
+        median: Quantity::Millis(median(&ms)),
+        p99: Some(Quantity::Millis(percentile(&ms, 99.0))),
+        samples: ms.len(),
+    }
+}
+
+/// Median rate of runs that each moved `megabytes`; no p99 for a handful of
+/// runs.
+pub fn rates(megabytes: f64, runs: &[Duration]) -> Summary {
+    let rates: Vec<f64> = runs.iter().map(|d| megabytes / d.as_secs_f64()).collect();
+    Summary {
+        median: Quantity::MegabytesPerSec(median(&rates)),
+        p99: None,
+        samples: rates.len(),
+    }
+}
+
+/// One size reading.
+pub fn size(megabytes: f64) -> Summary {
+    Summary {
+        median: Quantity::Megabytes(megabytes),
+        p99: None,
+        samples: 1,
+    }
+}
+
+fn sorted(values: &[f64]) -> Vec<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn median(values: &[f64]) -> f64 {
+    let v = sorted(values);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let v = sorted(values);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_nearest_rank_p99() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&hundred, 99.0), 99.0);
+        assert_eq!(percentile(&[5.0, 1.0], 99.0), 5.0);
+    }
+}
