@@ -1,7 +1,13 @@
 //! `adapters new`: a starting point that builds and passes `adapters check`
 //! as generated.
 
+mod native;
+mod wasm;
+
 use std::path::{Path, PathBuf};
+
+pub use native::native_crate;
+pub use wasm::wasm_crate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
@@ -11,8 +17,6 @@ pub enum ScaffoldError {
     Exists(PathBuf),
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("the {0} form is not available in this build yet; use --form toml")]
-    Unavailable(&'static str),
 }
 
 /// Writes `<dir>/<name>.toml`, a profile with one rule pair and a sample
@@ -33,6 +37,61 @@ fn check_name(name: &str) -> Result<(), ScaffoldError> {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-');
     ok.then_some(()).ok_or_else(|| ScaffoldError::BadName(name.to_owned()))
+}
+
+/// A directory of this checkout, which plugin scaffolds depend on by path.
+fn in_checkout(relative: &str) -> PathBuf {
+    let adapters = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = adapters.parent().unwrap_or(adapters).join(relative);
+    dir.canonicalize().unwrap_or(dir)
+}
+
+/// Writes the plugin crate `<dir>/<name>/` from `files` (path in the crate,
+/// template; both may hold the placeholders below) and returns its
+/// directory. `sdk` is the crate it depends on.
+fn write_crate(name: &str, dir: &Path, sdk: &Path, files: &[(&str, &str)]) -> Result<PathBuf, ScaffoldError> {
+    check_name(name)?;
+    let root = dir.join(name);
+    if root.exists() {
+        return Err(ScaffoldError::Exists(root));
+    }
+    // Cargo refuses package names that start with a digit.
+    let package = match name.starts_with(|c: char| c.is_ascii_digit()) {
+        true => format!("adapter-{name}"),
+        false => name.to_owned(),
+    };
+    let crate_file = package.replace('-', "_");
+    let library = format!("{}{crate_file}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let fill = |template: &str| {
+        template
+            .replace("{name}", name)
+            .replace("{package}", &package)
+            .replace("{type_name}", &type_name(&package))
+            .replace("{crate_file}", &crate_file)
+            .replace("{library}", &library)
+            .replace("{sdk}", &sdk.display().to_string())
+    };
+    for (file, template) in files {
+        let path = root.join(fill(file));
+        let text = fill(template);
+        let write = |path: &Path| {
+            std::fs::create_dir_all(path.parent().unwrap_or(&root))?;
+            std::fs::write(path, &text)
+        };
+        write(&path).map_err(|source| ScaffoldError::Write { path, source })?;
+    }
+    Ok(root)
+}
+
+/// `my-agent` → `MyAgent`.
+fn type_name(package: &str) -> String {
+    package
+        .split('-')
+        .flat_map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars)
+        })
+        .collect()
 }
 
 const TOML_TEMPLATE: &str = r#"# Adapter profile for {name}. Reference: docs/adapters.md.

@@ -2,8 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_comms_core::adapter::check::run_samples;
+use agent_comms_core::adapter::check::{run_plugin_samples, run_samples, PluginSampleResult};
 use agent_comms_core::adapter::{Entry, Profile};
+use agent_comms_core::plugin::native::{self, NativePlugin};
+use agent_comms_core::plugin::{PluginError, PluginHooks, PluginInfo};
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
@@ -59,8 +61,8 @@ pub fn run(cmd: AdaptersCommand) -> anyhow::Result<i32> {
             };
             let path = match form {
                 FormArg::Toml => agent_comms_adapters::scaffold::toml_profile(&name, &dir)?,
-                FormArg::Native => return Err(agent_comms_adapters::scaffold::ScaffoldError::Unavailable("native").into()),
-                FormArg::Wasm => return Err(agent_comms_adapters::scaffold::ScaffoldError::Unavailable("wasm").into()),
+                FormArg::Native => return new_native(&name, &dir),
+                FormArg::Wasm => return new_wasm(&name, &dir),
             };
             println!("wrote {}", path.display());
             println!("next: edit it, then run: agent-comms adapters check {}", path.display());
@@ -79,6 +81,7 @@ fn entry_json(e: &Entry) -> serde_json::Value {
         "source": e.source.display(),
         "source_kind": e.source.kind(),
         "commands": e.profile.commands,
+        "plugin": e.plugin_path(),
         "overrides": e.overrides.iter().map(|s| s.display()).collect::<Vec<_>>(),
     })
 }
@@ -142,27 +145,89 @@ fn show(name: &str, json: bool) -> anyhow::Result<i32> {
 }
 
 fn check(target: &str, json: bool) -> anyhow::Result<i32> {
-    let (shown, profile) = if Path::new(target).is_file() {
+    let (shown, profile, plugin_path) = if Path::new(target).is_file() {
         let text = std::fs::read_to_string(target).with_context(|| format!("cannot read {target}"))?;
         match Profile::parse(target, &text) {
-            Ok(p) => (target.to_owned(), p),
+            Ok(p) => {
+                let dir = Path::new(target).parent().unwrap_or(Path::new("."));
+                let plugin = p.plugin.as_ref().map(|plugin| dir.join(plugin));
+                (target.to_owned(), p, plugin)
+            }
             Err(e) => {
-                report_check(json, target, Err(e.to_string()), &[]);
+                report_check(json, target, Err(e.to_string()), &[], None);
                 return Ok(1);
             }
         }
     } else {
         let registry = agent_comms_adapters::registry();
         match registry.get(target) {
-            Some(e) => (e.source.display(), e.profile.clone()),
+            Some(e) => (e.source.display(), e.profile.clone(), e.plugin_path()),
             None if target.ends_with(".toml") || target.contains('/') => bail!("no file {target}"),
             None => bail!("'{target}' is neither a file nor a loaded adapter; see: agent-comms adapters list"),
         }
     };
     let results = run_samples(&profile)?;
-    let failed = results.iter().filter(|r| !r.passed()).count();
-    report_check(json, &shown, Ok(&profile), &results);
-    Ok(i32::from(failed > 0))
+    let plugin = plugin_path.and_then(|path| check_plugin(path, &profile));
+    let failed =
+        results.iter().any(|r| !r.passed()) || plugin.as_ref().is_some_and(|p| !p.passed());
+    report_check(json, &shown, Ok(&profile), &results, plugin.as_ref());
+    Ok(i32::from(failed))
+}
+
+/// A profile's plugin, loaded and run over the profile's samples.
+struct PluginCheck {
+    path: PathBuf,
+    form: &'static str,
+    outcome: Result<LoadedCheck, PluginError>,
+}
+
+struct LoadedCheck {
+    info: PluginInfo,
+    load: &'static str,
+    samples: Vec<PluginSampleResult>,
+}
+
+impl PluginCheck {
+    fn passed(&self) -> bool {
+        self.outcome
+            .as_ref()
+            .is_ok_and(|c| c.samples.iter().all(PluginSampleResult::passed))
+    }
+}
+
+/// Loads the plugin at `path` and runs the samples through it, for the
+/// plugin forms this build can load.
+fn check_plugin(path: PathBuf, profile: &Profile) -> Option<PluginCheck> {
+    if path.extension().is_some_and(|e| e == "wasm") {
+        let outcome =
+            agent_comms_adapters::wasm::load(&path, profile).map(|mut loaded| LoadedCheck {
+                info: loaded.plugin.info().clone(),
+                load: loaded.load,
+                samples: run_plugin_samples(profile, loaded.plugin.as_mut()),
+            });
+        return Some(PluginCheck {
+            path,
+            form: "wasm",
+            outcome,
+        });
+    }
+    // Any other plugin is a native library (as `Entry::form` has it).
+    let (path, outcome) = match native::locate(&path) {
+        Ok(found) => {
+            let outcome = NativePlugin::load(&found).map(|mut plugin| LoadedCheck {
+                info: plugin.info().clone(),
+                load: "interface version and layout checked",
+                samples: run_plugin_samples(profile, &mut plugin),
+            });
+            (found, outcome)
+        }
+        Err(e) => (path, Err(e)),
+    };
+    Some(PluginCheck {
+        path,
+        form: "native",
+        outcome,
+    })
 }
 
 fn report_check(
@@ -170,6 +235,7 @@ fn report_check(
     shown: &str,
     profile: Result<&Profile, String>,
     results: &[agent_comms_core::adapter::check::SampleResult],
+    plugin: Option<&PluginCheck>,
 ) {
     if json {
         let out = json!({
@@ -179,6 +245,7 @@ fn report_check(
             "samples": results.iter().map(|r| json!({
                 "name": r.name, "expected": r.expected, "got": r.got, "passed": r.passed(),
             })).collect::<Vec<_>>(),
+            "plugin": plugin.map(plugin_json),
         });
         println!("{out}");
         return;
@@ -197,8 +264,113 @@ fn report_check(
     }
     let failed = results.iter().filter(|r| !r.passed()).count();
     match (results.len(), failed) {
+        (0, _) if plugin.is_some() && !profile.samples.is_empty() => {
+            println!("no [detect] rules: the samples ran through the plugin only")
+        }
         (0, _) => println!("no samples: add [[samples]] with recorded screens to test the rules"),
         (n, 0) => println!("{n} samples passed"),
         (n, f) => println!("{f} of {n} samples failed"),
     }
+    if let Some(plugin) = plugin {
+        report_plugin(plugin);
+    }
+}
+
+fn report_plugin(plugin: &PluginCheck) {
+    let checked = match &plugin.outcome {
+        Ok(c) => c,
+        Err(e) => {
+            println!("FAIL plugin: {e}");
+            return;
+        }
+    };
+    let info = &checked.info;
+    println!(
+        "plugin: {} {} ({}, {}; {})",
+        info.name,
+        info.version,
+        plugin.form,
+        plugin.path.display(),
+        checked.load
+    );
+    for r in &checked.samples {
+        let mark = if r.passed() { "ok  " } else { "FAIL" };
+        match &r.got {
+            Ok(got) => println!(
+                "{mark} sample '{}': expected {}, plugin got {}",
+                r.name,
+                r.expected.as_str(),
+                got.as_str()
+            ),
+            Err(e) => println!(
+                "{mark} sample '{}': expected {}, plugin failed: {e}",
+                r.name,
+                r.expected.as_str()
+            ),
+        }
+    }
+    let failed = checked.samples.iter().filter(|r| !r.passed()).count();
+    match (checked.samples.len(), failed) {
+        (0, _) => {}
+        (n, 0) => println!("{n} samples passed through the plugin"),
+        (n, f) => println!("{f} of {n} samples failed through the plugin"),
+    }
+}
+
+fn plugin_json(plugin: &PluginCheck) -> serde_json::Value {
+    let mut out = json!({
+        "path": plugin.path,
+        "form": plugin.form,
+        "loaded": plugin.outcome.is_ok(),
+        "passed": plugin.passed(),
+    });
+    match &plugin.outcome {
+        Ok(c) => {
+            out["info"] = json!(c.info);
+            out["load"] = json!(c.load);
+            out["samples"] = c
+                .samples
+                .iter()
+                .map(|r| {
+                    json!({
+                        "name": r.name,
+                        "expected": r.expected,
+                        "got": r.got.as_ref().ok(),
+                        "error": r.got.as_ref().err().map(ToString::to_string),
+                        "passed": r.passed(),
+                    })
+                })
+                .collect();
+        }
+        Err(e) => out["error"] = json!(e.to_string()),
+    }
+    out
+}
+
+/// `adapters new --form native`: a `cdylib` crate and its profile.
+fn new_native(name: &str, dir: &Path) -> anyhow::Result<i32> {
+    let root = agent_comms_adapters::scaffold::native_crate(name, dir)?;
+    let profile = root.join(format!("{name}.toml"));
+    println!("wrote {} (Cargo.toml, src/lib.rs, {name}.toml)", root.display());
+    println!("next: edit src/lib.rs and the samples in {name}.toml, then run:");
+    println!("  cd {} && cargo build", root.display());
+    println!("  agent-comms adapters check {}", profile.display());
+    Ok(0)
+}
+
+/// `adapters new --form wasm`: a guest crate and its profile.
+fn new_wasm(name: &str, dir: &Path) -> anyhow::Result<i32> {
+    let root = agent_comms_adapters::scaffold::wasm_crate(name, dir)?;
+    let profile = root.join(format!("{name}.toml"));
+    println!(
+        "wrote {} (Cargo.toml, src/lib.rs, {name}.toml)",
+        root.display()
+    );
+    println!("next: edit src/lib.rs and the samples in {name}.toml, then run:");
+    println!(
+        "  cd {} && cargo build --target wasm32-wasip2 --release",
+        root.display()
+    );
+    println!("  agent-comms adapters check {}", profile.display());
+    Ok(0)
 }

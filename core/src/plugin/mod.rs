@@ -9,6 +9,10 @@
 //! end — the host gets an error value, reports it, and falls back to the
 //! profile's declarative rules; the session keeps working.
 
+pub mod native;
+#[cfg(feature = "wasm")]
+pub mod wasm;
+
 use serde::{Deserialize, Serialize};
 
 use crate::adapter::{Activity, ScreenView};

@@ -1,0 +1,71 @@
+//! An example third-party native adapter: Gemini CLI (`gemini`).
+//!
+//! It shows the shape of a native adapter — a type implementing
+//! `sdk::Adapter`, exported with `export_native_adapter!` — and answers what
+//! `gemini-native.toml` declares as rules too, so the two can be checked
+//! against each other (`agent-comms adapters check gemini-native.toml` runs
+//! the profile's samples through both).
+//!
+//! The screen markers are plausible, not taken from a recording of a real
+//! Gemini CLI session: a spinner line that ends in `(esc to cancel, 3s)`
+//! while it works, and an input box whose empty prompt shows the placeholder
+//! `>   Type your message or @path/to/file` while it waits. Check them
+//! against the release you use before relying on them.
+
+use agent_comms_plugin_api::sdk::Adapter;
+use agent_comms_plugin_api::{export_native_adapter, Activity, PluginInfo, Screen};
+
+/// The busy marker lives on the spinner line just above the input box; the
+/// box and the footer under it take the rows below.
+const BUSY_ROWS: usize = 6;
+
+#[derive(Default)]
+pub struct Gemini;
+
+impl Adapter for Gemini {
+    fn info(&self) -> PluginInfo {
+        PluginInfo::new(
+            "gemini-native",
+            env!("CARGO_PKG_VERSION"),
+            "illustrative (no release checked)",
+        )
+    }
+
+    /// `gemini …`, however it is reached on the `PATH`.
+    fn claims(&self, argv: &[&str]) -> bool {
+        argv.first().and_then(|p| p.rsplit('/').next()) == Some("gemini")
+    }
+
+    fn classify(&self, screen: &Screen) -> Activity {
+        if screen
+            .bottom_rows(BUSY_ROWS)
+            .any(|r| r.contains("esc to cancel"))
+        {
+            Activity::Busy
+        } else if screen.rows().any(is_empty_prompt) {
+            Activity::Idle
+        } else {
+            Activity::Unknown
+        }
+    }
+
+    /// `--resume latest` (or `-r latest`) becomes `--resume <id>`. This
+    /// illustrates the hook; check the flags of the release you use.
+    fn pin_resume(&self, argv: &[&str], id: &str) -> Option<Vec<String>> {
+        let at = argv
+            .windows(2)
+            .position(|w| matches!(w[0], "--resume" | "-r") && w[1] == "latest")?;
+        let mut out: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+        out[at] = "--resume".to_owned();
+        out[at + 1] = id.to_owned();
+        Some(out)
+    }
+}
+
+/// The input box's prompt with its placeholder: nothing typed, waiting.
+fn is_empty_prompt(row: &str) -> bool {
+    row.split_once("> ")
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with("Type your message"))
+}
+
+export_native_adapter!(Gemini);
