@@ -5,45 +5,22 @@
 //! The plugins are dev-dependencies of this crate, so cargo builds their
 //! shared libraries into `deps/` next to this test binary before it runs.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use agent_comms_core::adapter::check::{run_plugin_samples, run_samples};
-use agent_comms_core::adapter::{Activity, Profile, ScreenView};
+use agent_comms_core::adapter::{Activity, Profile};
 use agent_comms_core::plugin::native::NativePlugin;
 use agent_comms_core::plugin::{PluginError, PluginHooks};
+use support::{argv, native_library, screen, view};
 
-/// The shared library cargo built for the workspace crate `name`.
 fn library(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let file = format!(
-        "{}{}{}",
-        std::env::consts::DLL_PREFIX,
-        name.replace('-', "_"),
-        std::env::consts::DLL_SUFFIX
-    );
-    deps.join(file)
+    native_library(name)
 }
 
 fn load(name: &str) -> NativePlugin {
     NativePlugin::load(&library(name)).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn argv(line: &str) -> Vec<String> {
-    line.split(' ').map(String::from).collect()
-}
-
-fn screen(text: &str) -> Vec<String> {
-    text.lines().map(String::from).collect()
-}
-
-fn view(lines: &[String]) -> ScreenView<'_> {
-    ScreenView {
-        lines,
-        title: "",
-        osc: &[],
-        cursor_row: lines.len().saturating_sub(1) as u16,
-    }
 }
 
 #[test]
@@ -65,12 +42,12 @@ fn the_example_answers_every_hook() {
 
     assert_eq!(
         gemini
-            .pin_resume(&argv("gemini --resume latest -m x"), "abc-123")
+            .pin_resume(&argv("gemini --continue -m x"), "abc-123")
             .unwrap(),
         Some(argv("gemini --resume abc-123 -m x"))
     );
     assert_eq!(
-        gemini.pin_resume(&argv("gemini -r latest"), "abc").unwrap(),
+        gemini.pin_resume(&argv("gemini -c"), "abc").unwrap(),
         Some(argv("gemini --resume abc"))
     );
     assert_eq!(

@@ -5,6 +5,8 @@
 //! the test with that advice rather than skipping it.
 #![cfg(feature = "wasm")]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,40 +14,19 @@ use agent_comms_core::adapter::check::run_plugin_samples;
 use agent_comms_core::adapter::{Activity, Profile, ScreenView};
 use agent_comms_core::plugin::wasm::{CacheOutcome, Limits, WasmPlugin};
 use agent_comms_core::plugin::{PluginError, PluginHooks};
+use support::{repo, wasm_cache, wasm_component, PATIENT};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// A component `scripts/build-plugins` leaves in target/wasm.
-fn component(crate_name: &str) -> PathBuf {
-    let path = repo().join(format!(
-        "target/wasm/wasm32-wasip2/release/{crate_name}.wasm"
-    ));
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/build-plugins (needs: rustup target add wasm32-wasip2)",
-        path.display()
-    );
-    path
-}
-
-/// Limits for tests that are not about the deadline: on a loaded machine a
-/// trivial call can take longer than the default 50 ms of wall-clock time.
+/// Limits for tests that are not about the deadline.
 fn patient() -> Limits {
     Limits {
-        deadline: Duration::from_secs(20),
+        deadline: PATIENT,
         ..Limits::default()
     }
 }
 
 /// Loads `crate_name`'s component, compiled once and kept in target/.
 fn load(crate_name: &str, reads: Vec<PathBuf>, limits: Limits) -> WasmPlugin {
-    let cache = repo().join("target/wasm/test-cache");
-    WasmPlugin::load_with(&component(crate_name), reads, Some(&cache), limits).unwrap()
+    WasmPlugin::load_with(&wasm_component(crate_name), reads, Some(&wasm_cache()), limits).unwrap()
 }
 
 fn faults(reads: Vec<PathBuf>) -> WasmPlugin {
@@ -153,7 +134,7 @@ fn a_trapping_plugin_is_reported_with_its_panic_message() {
 #[test]
 fn a_second_load_maps_the_cached_compilation() {
     let cache = tempfile::tempdir().unwrap();
-    let path = component("wasm_aider");
+    let path = wasm_component("wasm_aider");
 
     let started = Instant::now();
     let first = WasmPlugin::load_with(&path, Vec::new(), Some(cache.path()), patient()).unwrap();
@@ -217,7 +198,7 @@ fn files_that_are_not_plugins_are_told_apart() {
 fn a_plugin_for_another_interface_version_is_refused_with_both_versions() {
     // The fault guest as if built against agent-comms:adapter@9.0.0: the
     // version is spelled out in its import and export names.
-    let bytes = std::fs::read(component("wasm_faults")).unwrap();
+    let bytes = std::fs::read(wasm_component("wasm_faults")).unwrap();
     let (from, to) = (b"agent-comms:adapter/", b"@1.0.0");
     let mut patched = bytes.clone();
     for at in 0..bytes.len() {
@@ -245,7 +226,7 @@ fn a_plugin_for_another_interface_version_is_refused_with_both_versions() {
 #[test]
 #[ignore = "a measurement, not a test"]
 fn measure_costs() {
-    let path = component("wasm_aider");
+    let path = wasm_component("wasm_aider");
     let median = |mut samples: Vec<Duration>| {
         samples.sort();
         samples[samples.len() / 2]

@@ -49,23 +49,29 @@ impl Adapter for Gemini {
         }
     }
 
-    /// `--resume latest` (or `-r latest`) becomes `--resume <id>`. This
+    /// `--continue` (or `-c`) becomes `--resume <id>`, unless a session is
+    /// already named — what the profile's `[resume]` says too. This
     /// illustrates the hook; check the flags of the release you use.
     fn pin_resume(&self, argv: &[&str], id: &str) -> Option<Vec<String>> {
-        let at = argv
-            .windows(2)
-            .position(|w| matches!(w[0], "--resume" | "-r") && w[1] == "latest")?;
-        let mut out: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
-        out[at] = "--resume".to_owned();
-        out[at + 1] = id.to_owned();
+        if argv.iter().any(|a| matches!(*a, "--resume" | "-r")) {
+            return None;
+        }
+        let at = argv.iter().position(|a| matches!(*a, "--continue" | "-c"))?;
+        let mut out: Vec<String> = argv[..at].iter().map(|a| (*a).to_owned()).collect();
+        out.extend(["--resume".to_owned(), id.to_owned()]);
+        out.extend(argv[at + 1..].iter().map(|a| (*a).to_owned()));
         Some(out)
     }
 }
 
 /// The input box's prompt with its placeholder: nothing typed, waiting.
+/// As the profile's rule `> +Type your message` has it: a `>`, spaces, the
+/// placeholder, anywhere in the row.
 fn is_empty_prompt(row: &str) -> bool {
-    row.split_once("> ")
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with("Type your message"))
+    row.match_indices('>').any(|(i, _)| {
+        let rest = &row[i + 1..];
+        rest.starts_with(' ') && rest.trim_start_matches(' ').starts_with("Type your message")
+    })
 }
 
 export_native_adapter!(Gemini);
