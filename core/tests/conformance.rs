@@ -33,7 +33,10 @@ impl TomlForm {
     }
 }
 
-fn forms() -> (TomlForm, Vec<(&'static str, Box<dyn PluginHooks>)>) {
+/// The plugin forms, by name.
+type Plugins = Vec<(&'static str, Box<dyn PluginHooks>)>;
+
+fn forms() -> (TomlForm, Plugins) {
     let native = NativePlugin::load(&native_library("native-gemini")).unwrap();
     let limits = Limits {
         deadline: PATIENT,
