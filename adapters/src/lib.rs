@@ -7,7 +7,6 @@
 //! `agent_comms_core::adapter`.
 
 pub mod scaffold;
-pub mod wasm;
 
 use agent_comms_core::adapter::AdapterRegistry;
 use agent_comms_core::paths::{project_root, user_home};

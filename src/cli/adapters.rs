@@ -4,8 +4,7 @@ use std::path::{Path, PathBuf};
 
 use agent_comms_core::adapter::check::{run_plugin_samples, run_samples, PluginSampleResult};
 use agent_comms_core::adapter::{Entry, Profile};
-use agent_comms_core::plugin::native::{self, NativePlugin};
-use agent_comms_core::plugin::{PluginError, PluginHooks, PluginInfo};
+use agent_comms_core::plugin::{PluginError, PluginInfo};
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
@@ -198,36 +197,22 @@ impl PluginCheck {
 /// Loads the plugin at `path` and runs the samples through it, for the
 /// plugin forms this build can load.
 fn check_plugin(path: PathBuf, profile: &Profile) -> Option<PluginCheck> {
-    if path.extension().is_some_and(|e| e == "wasm") {
-        let outcome =
-            agent_comms_adapters::wasm::load(&path, profile).map(|mut loaded| LoadedCheck {
+    // The form as `Entry::form` has it: `.wasm` is a component, anything
+    // else a native library.
+    let form = if path.extension().is_some_and(|e| e == "wasm") { "wasm" } else { "native" };
+    let (path, outcome) = match agent_comms_core::plugin::load::load(&path, profile) {
+        Ok(mut loaded) => {
+            let samples = run_plugin_samples(profile, loaded.plugin.as_mut());
+            let check = LoadedCheck {
                 info: loaded.plugin.info().clone(),
-                load: loaded.load,
-                samples: run_plugin_samples(profile, loaded.plugin.as_mut()),
-            });
-        return Some(PluginCheck {
-            path,
-            form: "wasm",
-            outcome,
-        });
-    }
-    // Any other plugin is a native library (as `Entry::form` has it).
-    let (path, outcome) = match native::locate(&path) {
-        Ok(found) => {
-            let outcome = NativePlugin::load(&found).map(|mut plugin| LoadedCheck {
-                info: plugin.info().clone(),
-                load: "interface version and layout checked",
-                samples: run_plugin_samples(profile, &mut plugin),
-            });
-            (found, outcome)
+                load: loaded.how,
+                samples,
+            };
+            (loaded.path, Ok(check))
         }
-        Err(e) => (path, Err(e)),
+        Err((path, e)) => (path, Err(e)),
     };
-    Some(PluginCheck {
-        path,
-        form: "native",
-        outcome,
-    })
+    Some(PluginCheck { path, form, outcome })
 }
 
 fn report_check(

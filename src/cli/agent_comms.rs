@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use agent_comms_core::adapter::monitor::Classifier;
 use agent_comms_core::client::attach::{stream, StreamEnd, DEFAULT_DETACH_KEY};
 use agent_comms_core::client::{Client, ClientError};
 use agent_comms_core::keys::key_bytes;
@@ -79,6 +80,12 @@ enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Busy or idle, as the session's adapter reads its screen now.
+    Activity {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Write TEXT to the session as is (no Enter added).
     Send {
         name: String,
@@ -114,6 +121,10 @@ struct SpawnArgs {
     /// Terminal columns while nobody is attached.
     #[arg(long, default_value_t = 80)]
     cols: u16,
+    /// The adapter that reads this program's screen (default: the one that
+    /// claims the command; see `agent-comms adapters list`).
+    #[arg(long)]
+    provider: Option<String>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -208,6 +219,26 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+        SessionCommand::Activity { name, json } => {
+            let (mut client, _) = connect(&name)?;
+            let Response::Activity(report) = client.request(Request::Activity)? else {
+                bail!("unexpected reply to activity");
+            };
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                let by = match report.by {
+                    Classifier::Plugin => "its plugin",
+                    Classifier::Rules => "its rules",
+                    Classifier::Nothing => "nothing: it has no rules",
+                };
+                println!("{} ({} adapter, read by {by})", report.activity.as_str(), report.adapter);
+                if let Some(e) = &report.plugin_error {
+                    println!("plugin not used: {e}");
+                }
+            }
+            Ok(0)
+        }
         SessionCommand::Send { name, keys, text } => {
             let data = if keys {
                 let mut bytes = Vec::new();
@@ -261,6 +292,14 @@ fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let command_line = spawn.command.join(" ");
+    let registry = agent_comms_adapters::registry();
+    let adapter = match &spawn.provider {
+        Some(name) => match registry.get(name) {
+            Some(entry) => Some(entry.spec()),
+            None => bail!("no adapter named '{name}'; see them with: agent-comms adapters list"),
+        },
+        None => registry.for_command(&command_line).map(|e| e.spec()),
+    };
     Ok(SupervisorConfig {
         name,
         kind: SessionKind::Session,
@@ -275,6 +314,7 @@ fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
         command_line,
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
         cells: None,
+        adapter,
     })
 }
 

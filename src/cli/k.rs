@@ -250,6 +250,7 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
             frame,
             files_dir,
         )),
+        adapter: None,
     };
     if let Err(e) = super::launch::start_detached(&config) {
         return err(out, &format!("create failed: {e:#}"));

@@ -51,6 +51,8 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub profile: Profile,
+    /// The profile's text, as read.
+    pub text: String,
     pub source: Source,
     /// Lower-precedence profiles of the same name it overrides.
     pub overrides: Vec<Source>,
@@ -62,6 +64,16 @@ impl Entry {
             Some("wasm") => Form::Wasm,
             Some(_) => Form::Native,
             None => Form::Toml,
+        }
+    }
+
+    /// What a supervisor needs to monitor a session with this adapter.
+    pub fn spec(&self) -> super::monitor::AdapterSpec {
+        super::monitor::AdapterSpec {
+            name: self.profile.name.clone(),
+            source: self.source.display(),
+            text: self.text.clone(),
+            plugin: self.plugin_path(),
         }
     }
 
@@ -126,11 +138,13 @@ impl AdapterRegistry {
             Some(existing) if source.rank() < existing.source.rank() => {
                 let old = std::mem::replace(&mut existing.source, source);
                 existing.profile = profile;
+                existing.text = text.to_owned();
                 existing.overrides.push(old);
             }
             Some(existing) => existing.overrides.push(source),
             None => self.entries.push(Entry {
                 profile,
+                text: text.to_owned(),
                 source,
                 overrides: Vec::new(),
             }),

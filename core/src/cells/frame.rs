@@ -459,6 +459,13 @@ impl FrameDetector for IntegrationDetector {
             self.skip_newline = self.newline_after_start;
             return None;
         }
+        // An end mark before this cell's start mark is a prompt the REPL
+        // drew for something else (a Ctrl-C draws one, sometimes two): it
+        // must not end this frame. Every profile prints the start mark for
+        // every cell (bash's PS0 runs for the `. file` each cell is).
+        if !self.started {
+            return None;
+        }
         let status = payload
             .strip_prefix(self.end_prefix.as_slice())?
             .strip_suffix(self.end_suffix.as_slice())?;

@@ -33,6 +33,10 @@ use crate::time::now_iso;
 const HOOK_PROBE_QUIET: Duration = Duration::from_millis(50);
 /// How long set-up waits for its cue before it is typed anyway.
 const SETUP_CUE_WAIT: Duration = Duration::from_secs(2);
+/// After a Ctrl-C, the REPL counts as back at its prompt once it has drawn
+/// one, or once its output has been quiet this long (a Ctrl-C that reaches
+/// bash between two reads of its line editor draws no fresh prompt).
+const INTERRUPT_SETTLE: Duration = Duration::from_millis(300);
 /// Line modes: start-up output must have been quiet this long before the
 /// REPL counts as started (repeat and hook modes).
 const STARTUP_QUIET: Duration = Duration::from_millis(150);
@@ -220,8 +224,13 @@ pub struct CellEngine {
     /// Line modes, until the REPL has started.
     line_startup: Option<LineStartup>,
     seen_setup_mark: bool,
-    /// Integration: prompts still owed by an interrupt, to be ignored.
-    stale_prompts: u32,
+    /// Integration: a Ctrl-C was sent and the REPL may not be at its prompt
+    /// yet; cells wait (see [`INTERRUPT_SETTLE`]). How many prompts the
+    /// Ctrl-C draws varies (none, one, or two), so none is counted: a
+    /// cell's frame starts only at its own start mark.
+    settling: bool,
+    /// When the REPL last printed anything.
+    last_output: Instant,
     created: Instant,
     /// Lines naming the cells directory are our own invocations (`. file`,
     /// `__k('file')`), and lines carrying the token our set-up: machinery
@@ -258,7 +267,8 @@ impl CellEngine {
             notes,
             stripper: AnsiStripper::default(),
             seen_setup_mark: false,
-            stale_prompts: 0,
+            settling: false,
+            last_output: Instant::now(),
             created: Instant::now(),
             setup_typed: false,
             setup_cue_seen: false,
@@ -357,6 +367,7 @@ impl CellEngine {
     }
 
     pub fn on_output(&mut self, bytes: &[u8]) {
+        self.last_output = Instant::now();
         self.watch_setup_cue(bytes);
         let mut pieces: Vec<(bool, Vec<u8>)> = Vec::new();
         self.stripper.feed(bytes, &mut |p| match p {
@@ -414,11 +425,10 @@ impl CellEngine {
                     }
                     return;
                 }
-                if self.stale_prompts > 0 {
-                    self.stale_prompts -= 1;
-                    if self.stale_prompts == 0 {
-                        self.send_pending();
-                    }
+                if self.settling {
+                    // A fresh prompt after a Ctrl-C: ready for code again.
+                    self.settling = false;
+                    self.send_pending();
                     return;
                 }
             }
@@ -442,7 +452,7 @@ impl CellEngine {
     }
 
     fn send_pending(&mut self) {
-        if self.stale_prompts > 0 || !self.at_prompt {
+        if self.settling || !self.at_prompt {
             return;
         }
         if let Some(input) = self.active.as_mut().and_then(|c| c.pending_input.take()) {
@@ -472,31 +482,42 @@ impl CellEngine {
         if let Some(due) = self.setup_due() {
             return Some(due);
         }
-        if let Some(startup) = &self.line_startup {
+        let startup = self.line_startup.as_ref().map(|startup| {
             let quiet = startup
                 .last_output
                 .filter(|_| !matches!(self.config.frame, FrameMode::Prompt(_)))
                 .map(|t| t + STARTUP_QUIET);
             let cap = self.created + STARTUP_WAIT;
-            return Some(quiet.map_or(cap, |q| q.min(cap)));
-        }
-        let cell = self.active.as_ref().filter(|c| !c.timed_out)?;
-        let probe = cell
-            .detector
-            .wants_quiet()
-            .then(|| cell.last_output + HOOK_PROBE_QUIET)
-            .filter(|p| *p > Instant::now());
-        Some(probe.map_or(cell.deadline, |p| p.min(cell.deadline)))
+            quiet.map_or(cap, |q| q.min(cap))
+        });
+        let cell = self.active.as_ref().filter(|c| !c.timed_out).map(|cell| {
+            let probe = cell
+                .detector
+                .wants_quiet()
+                .then(|| cell.last_output + HOOK_PROBE_QUIET)
+                .filter(|p| *p > Instant::now());
+            probe.map_or(cell.deadline, |p| p.min(cell.deadline))
+        });
+        let settle = self
+            .settling
+            .then(|| self.last_output + INTERRUPT_SETTLE);
+        [startup, cell, settle].into_iter().flatten().min()
     }
 
     pub fn on_tick(&mut self, now: Instant) {
         self.type_setup_if_due(now);
         if let Some(startup) = &self.line_startup {
             let quiet = !matches!(self.config.frame, FrameMode::Prompt(_))
-                && startup.last_output.is_some_and(|t| now >= t + STARTUP_QUIET);
+                && startup
+                    .last_output
+                    .is_some_and(|t| now >= t + STARTUP_QUIET);
             if quiet || now >= self.created + STARTUP_WAIT {
                 self.line_started();
             }
+        }
+        if self.settling && now >= self.last_output + INTERRUPT_SETTLE {
+            self.settling = false;
+            self.send_pending();
         }
         let Some(cell) = self.active.as_mut().filter(|c| !c.timed_out) else {
             return;
@@ -590,7 +611,7 @@ impl CellEngine {
             Err(message) => return Err(error_reply(None, format!("send failed: {message}"))),
         };
         let now = Instant::now();
-        let ready = self.at_prompt && self.stale_prompts == 0;
+        let ready = self.at_prompt && !self.settling;
         if ready {
             self.writer.write(input.clone());
         }
@@ -755,9 +776,11 @@ impl CellEngine {
         match self.config.frame {
             FrameMode::Integration(_) => {
                 if self.at_prompt {
-                    // Ctrl-C makes the REPL draw a fresh prompt: that mark
-                    // belongs to no cell.
-                    self.stale_prompts += 1;
+                    // Code typed while the REPL is still handling the
+                    // Ctrl-C could be eaten: the next cell waits for it to
+                    // settle.
+                    self.settling = true;
+                    self.last_output = Instant::now();
                 }
             }
             FrameMode::Repeat | FrameMode::Hook(_) => bytes.extend(b"\r".repeat(FRAME_ENTERS)),
@@ -789,8 +812,7 @@ impl CellEngine {
                     self.results
                         .iter()
                         .any(|r| r.cell_id.as_ref() == Some(*id) && r.status == CellState::Done)
-                })
-            {
+                }) {
                 Some(id) => ("done", Some(id.clone())),
                 None => ("idle", None),
             },

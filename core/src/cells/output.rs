@@ -99,11 +99,21 @@ impl LineTail {
     /// bytes were left out when the limit was hit.
     pub fn finish(&self) -> String {
         let body = self.text.strip_suffix(b"\n").unwrap_or(&self.text);
+        // The first whole line within the last OUTPUT_LIMIT bytes (or, if
+        // the last line alone is longer, that line).
         let cut = body.len().saturating_sub(OUTPUT_LIMIT);
-        let start = if cut == 0 {
-            0
-        } else {
-            body[..cut].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+        let start = match cut {
+            0 => 0,
+            cut => body[cut - 1..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map(|i| cut + i)
+                .unwrap_or_else(|| {
+                    body[..cut]
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |i| i + 1)
+                }),
         };
         let text = String::from_utf8_lossy(&body[start..]);
         match self.dropped + start {

@@ -127,7 +127,10 @@ mod tests {
     #[test]
     fn hides_frame_noise_but_keeps_short_repeats() {
         let mut v = FilteredView::default();
-        v.text(b"out\n$\n$\n$\n$\n$\n$\nx\nx\n. /tmp/k/1.sh\ny\n", &["/tmp/k/"]);
+        v.text(
+            b"out\n$\n$\n$\n$\n$\n$\nx\nx\n. /tmp/k/1.sh\ny\n",
+            &["/tmp/k/"],
+        );
         v.event("-- done --".into());
         assert_eq!(v.last(10), vec!["out", "x", "x", "y", "-- done --"]);
     }

@@ -9,6 +9,7 @@
 //! end — the host gets an error value, reports it, and falls back to the
 //! profile's declarative rules; the session keeps working.
 
+pub mod load;
 pub mod native;
 #[cfg(feature = "wasm")]
 pub mod wasm;

@@ -160,13 +160,18 @@ impl ScreenModel {
             .collect()
     }
 
+    /// (row, col) of the cursor, zero-based.
+    pub fn cursor(&self) -> (u16, u16) {
+        self.parser.screen().cursor_position()
+    }
+
     pub fn snapshot(&self) -> ScreenSnapshot {
         let screen = self.parser.screen();
         let (rows, cols) = self.size();
         ScreenSnapshot {
             rows,
             cols,
-            cursor: screen.cursor_position(),
+            cursor: self.cursor(),
             title: self.title().to_owned(),
             alternate_screen: screen.alternate_screen(),
             lines: self.lines(),

@@ -12,6 +12,8 @@ pub enum Request {
     Info,
     /// The current screen as text.
     Snapshot,
+    /// Busy or idle, as the session's adapter reads the screen.
+    Activity,
     /// Bytes for the PTY, as given (no Enter added).
     Write {
         data: String,
@@ -74,6 +76,7 @@ pub enum Response {
     Error { message: String },
     Info(SessionInfo),
     Snapshot(ScreenSnapshot),
+    Activity(crate::adapter::monitor::ActivityReport),
     Exited(ExitInfo),
     Cell(CellReply),
     CellStatus(CellStatusReply),

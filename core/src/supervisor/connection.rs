@@ -161,6 +161,10 @@ impl Connection {
         match request {
             Request::Info => Response::Info(state.info.clone()),
             Request::Snapshot => Response::Snapshot(state.model.snapshot()),
+            Request::Activity => match state.activity() {
+                Ok(report) => Response::Activity(report),
+                Err(message) => Response::Error { message },
+            },
             Request::Write { data } => {
                 state.pty.write(data.into_bytes());
                 Response::Ok

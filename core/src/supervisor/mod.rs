@@ -19,6 +19,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::adapter::monitor::{ActivityMonitor, ActivityReport, AdapterSpec};
+use crate::adapter::ScreenView;
 use crate::cells::{CellEngine, CellsConfig, EngineNote};
 use crate::paths::ensure_runtime_root;
 use crate::pty::{PtyEvent, PtyProcess, SpawnSpec};
@@ -51,6 +53,9 @@ pub struct SupervisorConfig {
     pub kill_grace_ms: u64,
     /// Present for `k` sessions.
     pub cells: Option<CellsConfig>,
+    /// The adapter that reads this program's screen, when one claims it.
+    #[serde(default)]
+    pub adapter: Option<AdapterSpec>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +88,7 @@ pub(crate) struct State {
     /// A real terminal is wired to this supervisor (foreground mode).
     pub foreground_terminal: bool,
     pub cells: Option<CellEngine>,
+    pub activity: Option<ActivityMonitor>,
 }
 
 impl State {
@@ -113,6 +119,25 @@ impl State {
                 "session '{name}' does not run cells; start one with: k new <name> <repl>"
             )),
         }
+    }
+
+    /// The session's activity as its adapter reads the screen now.
+    pub fn activity(&mut self) -> Result<ActivityReport, String> {
+        let Some(monitor) = self.activity.as_mut() else {
+            return Err(format!(
+                "session '{}' has no adapter to read its screen; start it with --provider NAME (see: agent-comms adapters list)",
+                self.info.name
+            ));
+        };
+        let lines = self.model.lines();
+        let osc: Vec<Vec<u8>> = self.model.recent_osc().map(<[u8]>::to_vec).collect();
+        let view = ScreenView {
+            lines: &lines,
+            title: self.model.title(),
+            osc: &osc,
+            cursor_row: self.model.cursor().0,
+        };
+        Ok(monitor.observe(&view, std::time::Instant::now()))
     }
 
     pub fn client_joined(&mut self, interactive: bool) {
@@ -240,6 +265,7 @@ impl Supervisor {
             interactive_clients: 0,
             foreground_terminal: false,
             cells,
+            activity: config.adapter.as_ref().map(ActivityMonitor::new),
         };
         if let Some(cells) = state.cells.as_mut() {
             cells.start();

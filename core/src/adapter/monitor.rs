@@ -1,0 +1,121 @@
+//! A live session's activity, as its adapter reads the screen.
+//!
+//! The monitor asks the adapter's plugin when it has one, and the profile's
+//! rules otherwise. A plugin that fails — panics, runs past its deadline,
+//! exceeds its memory, traps — is reported once and set aside for the rest
+//! of the session, which goes on with the rules: a third party's bug costs
+//! precision, never the session.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::detect::{BusyDetector, Rules};
+use super::profile::Profile;
+use super::{Activity, ScreenView};
+use crate::plugin::PluginHooks;
+
+/// What a supervisor needs to build its monitor: the profile as text (it
+/// travels in the supervisor's start-up configuration) and where it came
+/// from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdapterSpec {
+    pub name: String,
+    /// Where the profile came from, for messages.
+    pub source: String,
+    pub text: String,
+    /// The plugin, resolved against the profile's directory.
+    pub plugin: Option<PathBuf>,
+}
+
+/// Who answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Classifier {
+    Plugin,
+    Rules,
+    /// The adapter has neither rules nor a working plugin.
+    Nothing,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityReport {
+    /// Debounced: busy at once, idle only after the quiet period.
+    pub activity: Activity,
+    /// This screen alone.
+    pub raw: Activity,
+    pub adapter: String,
+    pub by: Classifier,
+    /// Why the plugin is not (or no longer) used, if it is not.
+    pub plugin_error: Option<String>,
+}
+
+pub struct ActivityMonitor {
+    adapter: String,
+    rules: Option<Rules>,
+    plugin: Option<Box<dyn PluginHooks>>,
+    plugin_error: Option<String>,
+    detector: BusyDetector,
+}
+
+impl ActivityMonitor {
+    /// Builds the monitor; a profile or plugin that fails to load is
+    /// reported in every answer rather than refusing the session.
+    pub fn new(spec: &AdapterSpec) -> Self {
+        let profile = Profile::parse(&spec.source, &spec.text);
+        let rules = profile
+            .as_ref()
+            .ok()
+            .and_then(|p| p.detect.as_ref())
+            .and_then(|d| Rules::new(d).ok());
+        let debounce = rules.as_ref().map(Rules::debounce).unwrap_or_default();
+        let (plugin, plugin_error) = match (&profile, &spec.plugin) {
+            (Err(e), _) => (None, Some(format!("profile: {e}"))),
+            (Ok(_), None) => (None, None),
+            (Ok(p), Some(path)) => match crate::plugin::load::load(path, p) {
+                Ok(loaded) => (Some(loaded.plugin), None),
+                Err((_, e)) => {
+                    tracing::error!("{e}; using the profile's rules instead");
+                    (None, Some(e.to_string()))
+                }
+            },
+        };
+        Self {
+            adapter: spec.name.clone(),
+            rules,
+            plugin,
+            plugin_error,
+            detector: BusyDetector::new(debounce),
+        }
+    }
+
+    /// Classifies `view` as seen at `now`.
+    pub fn observe(&mut self, view: &ScreenView<'_>, now: Instant) -> ActivityReport {
+        let (raw, by) = self.classify(view);
+        ActivityReport {
+            activity: self.detector.observe(now, raw),
+            raw,
+            adapter: self.adapter.clone(),
+            by,
+            plugin_error: self.plugin_error.clone(),
+        }
+    }
+
+    fn classify(&mut self, view: &ScreenView<'_>) -> (Activity, Classifier) {
+        if let Some(plugin) = self.plugin.as_mut() {
+            match plugin.classify(view) {
+                Ok(activity) => return (activity, Classifier::Plugin),
+                Err(e) => {
+                    tracing::error!("{e}; the session goes on with the profile's rules");
+                    self.plugin_error = Some(e.to_string());
+                    self.plugin = None;
+                }
+            }
+        }
+        match &self.rules {
+            Some(rules) => (rules.classify(view), Classifier::Rules),
+            None => (Activity::Unknown, Classifier::Nothing),
+        }
+    }
+}
