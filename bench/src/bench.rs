@@ -40,6 +40,10 @@ pub struct Plan {
     pub cell_news: usize,
     /// `k --version` runs per tool.
     pub versions: usize,
+    /// Screen classifications timed per adapter form.
+    pub classifications: usize,
+    /// Plugin loads timed per form.
+    pub plugin_loads: usize,
 }
 
 impl Plan {
@@ -53,6 +57,8 @@ impl Plan {
             cell_warmup: 5,
             cell_news: 10,
             versions: 50,
+            classifications: 10_000,
+            plugin_loads: 50,
         }
     }
 
@@ -66,6 +72,8 @@ impl Plan {
             cell_warmup: 3,
             cell_news: 3,
             versions: 10,
+            classifications: 1_000,
+            plugin_loads: 5,
         }
     }
 }

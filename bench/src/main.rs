@@ -10,6 +10,7 @@
 //! Targets are printed next to the results and judged (met or missed), never
 //! asserted: a benchmark that fails on a slow machine tells nobody anything.
 
+mod adapters;
 mod bare;
 mod bench;
 mod cells;
@@ -56,7 +57,11 @@ fn main() -> anyhow::Result<()> {
     };
     let bench = Bench::new(plan)?;
     let mut machine = machine::Machine::probe(&bench);
-    let sections = [sessions::section(&bench), cells::section(&bench)];
+    let sections = [
+        sessions::section(&bench),
+        cells::section(&bench),
+        adapters::section(&bench),
+    ];
     machine.note_end_load();
     let markdown = report::render(&machine, &command_line(), &sections);
     match &args.out {
