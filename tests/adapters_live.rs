@@ -18,7 +18,9 @@ fn repo() -> PathBuf {
 fn install_profile(env: &TestEnv, name: &str, plugin: Option<PathBuf>) {
     let dir = env.home.join("providers");
     std::fs::create_dir_all(&dir).unwrap();
-    let plugin = plugin.map_or(String::new(), |p| format!("plugin = {:?}\n", p.display().to_string()));
+    let plugin = plugin.map_or(String::new(), |p| {
+        format!("plugin = {:?}\n", p.display().to_string())
+    });
     let text = format!(
         "schema = 1\nname = \"{name}\"\nversion = \"0.1.0\"\nkind = \"agent\"\ncommands = [\"{name}-prog\"]\n{plugin}\
          [detect]\ndebounce_ms = 0\n\
@@ -36,7 +38,16 @@ fn activity(env: &TestEnv, session: &str) -> Value {
 fn start_shell(env: &TestEnv, session: &str, provider: &str) {
     env.start(
         session,
-        &["--provider", provider, "--env", "PS1=READY$ ", "--", "bash", "--norc", "--noprofile"],
+        &[
+            "--provider",
+            provider,
+            "--env",
+            "PS1=READY$ ",
+            "--",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
     );
     env.wait_screen(session, "READY$");
 }
@@ -47,42 +58,64 @@ fn the_rules_read_a_live_screen() {
     install_profile(&env, "lines", None);
     start_shell(&env, "s", "lines");
     let idle = activity(&env, "s");
-    assert_eq!((idle["activity"].as_str(), idle["by"].as_str()), (Some("idle"), Some("rules")), "{idle}");
+    assert_eq!(
+        (idle["activity"].as_str(), idle["by"].as_str()),
+        (Some("idle"), Some("rules")),
+        "{idle}"
+    );
     env.send_line("s", "clear; echo WORKING; sleep 30");
-    wait_until("the rules to see WORKING", || activity(&env, "s")["activity"] == "busy");
+    wait_until("the rules to see WORKING", || {
+        activity(&env, "s")["activity"] == "busy"
+    });
 }
 
 #[test]
 fn a_session_without_an_adapter_says_how_to_give_it_one() {
     let env = TestEnv::new();
     env.start("plain", &["--", "sleep", "30"]);
-    let run = env.run(&["session", "activity", "plain"]).fails_with_one_line();
+    let run = env
+        .run(&["session", "activity", "plain"])
+        .fails_with_one_line();
     assert!(run.stderr.contains("--provider"), "{run:#?}");
 }
 
 #[test]
 fn a_plugin_that_fails_mid_session_is_set_aside_for_the_rules() {
     let wasm = repo().join("target/wasm/wasm32-wasip2/release/wasm_faults.wasm");
-    assert!(wasm.is_file(), "{} is missing: run scripts/build-plugins", wasm.display());
+    assert!(
+        wasm.is_file(),
+        "{} is missing: run scripts/build-plugins",
+        wasm.display()
+    );
     let env = TestEnv::new();
     install_profile(&env, "faulty", Some(wasm));
     start_shell(&env, "f", "faulty");
 
     // The fault guest answers idle to any title it is not told to act on.
     let first = activity(&env, "f");
-    assert_eq!((first["activity"].as_str(), first["by"].as_str()), (Some("idle"), Some("plugin")), "{first}");
+    assert_eq!(
+        (first["activity"].as_str(), first["by"].as_str()),
+        (Some("idle"), Some("plugin")),
+        "{first}"
+    );
 
     // A title of "loop" makes its classify run forever.
     env.send_line("f", "printf '\\033]0;loop\\007'; clear");
     wait_until("the plugin to be stopped and set aside", || {
         let a = activity(&env, "f");
         a["by"] == "rules"
-            && a["plugin_error"].as_str().is_some_and(|e| e.contains("deadline"))
+            && a["plugin_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("deadline"))
     });
 
     // The session is unharmed and the rules keep answering.
     env.send_line("f", "echo still-here");
     env.wait_screen("f", "still-here");
     let later = activity(&env, "f");
-    assert_eq!((later["activity"].as_str(), later["by"].as_str()), (Some("idle"), Some("rules")), "{later}");
+    assert_eq!(
+        (later["activity"].as_str(), later["by"].as_str()),
+        (Some("idle"), Some("rules")),
+        "{later}"
+    );
 }

@@ -13,17 +13,41 @@ use agent_comms_core::paths::{project_root, user_home};
 
 /// Profiles shipped with agent-comms: (file name, text).
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("claude-code.toml", include_str!("../../config/providers/claude-code.toml")),
-    ("codex.toml", include_str!("../../config/providers/codex.toml")),
-    ("opencode.toml", include_str!("../../config/providers/opencode.toml")),
-    ("bash.toml", include_str!("../../config/providers/bash.toml")),
+    (
+        "claude-code.toml",
+        include_str!("../../config/providers/claude-code.toml"),
+    ),
+    (
+        "codex.toml",
+        include_str!("../../config/providers/codex.toml"),
+    ),
+    (
+        "opencode.toml",
+        include_str!("../../config/providers/opencode.toml"),
+    ),
+    (
+        "bash.toml",
+        include_str!("../../config/providers/bash.toml"),
+    ),
     ("sh.toml", include_str!("../../config/providers/sh.toml")),
     ("zsh.toml", include_str!("../../config/providers/zsh.toml")),
-    ("python.toml", include_str!("../../config/providers/python.toml")),
-    ("node.toml", include_str!("../../config/providers/node.toml")),
+    (
+        "python.toml",
+        include_str!("../../config/providers/python.toml"),
+    ),
+    (
+        "node.toml",
+        include_str!("../../config/providers/node.toml"),
+    ),
     ("gdb.toml", include_str!("../../config/providers/gdb.toml")),
-    ("sqlite3.toml", include_str!("../../config/providers/sqlite3.toml")),
-    ("psql.toml", include_str!("../../config/providers/psql.toml")),
+    (
+        "sqlite3.toml",
+        include_str!("../../config/providers/sqlite3.toml"),
+    ),
+    (
+        "psql.toml",
+        include_str!("../../config/providers/psql.toml"),
+    ),
 ];
 
 /// Every adapter in effect here: the project's, the user's and the
@@ -45,8 +69,14 @@ mod tests {
         }
         let r = agent_comms_core::adapter::AdapterRegistry::load(super::BUILTIN, None, None);
         assert!(r.diagnostics().is_empty());
-        assert_eq!(r.for_command("python3.13 -q").unwrap().profile.name, "python");
-        assert_eq!(r.for_command("env X=1 bash --norc").unwrap().profile.name, "bash");
+        assert_eq!(
+            r.for_command("python3.13 -q").unwrap().profile.name,
+            "python"
+        );
+        assert_eq!(
+            r.for_command("env X=1 bash --norc").unwrap().profile.name,
+            "bash"
+        );
         assert!(r.for_command("vim").is_none());
         assert!(r.conflicts().is_empty(), "{:?}", r.conflicts());
     }
@@ -57,7 +87,13 @@ mod tests {
         for (file, text) in super::BUILTIN {
             let profile = Profile::parse(file, text).unwrap();
             for result in agent_comms_core::adapter::check::run_samples(&profile).unwrap() {
-                assert!(result.passed(), "{file}: sample '{}' expected {:?}, got {:?}", result.name, result.expected, result.got);
+                assert!(
+                    result.passed(),
+                    "{file}: sample '{}' expected {:?}, got {:?}",
+                    result.name,
+                    result.expected,
+                    result.got
+                );
             }
         }
     }

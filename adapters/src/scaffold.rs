@@ -16,7 +16,10 @@ pub enum ScaffoldError {
     #[error("{0} already exists; pick another name or remove it")]
     Exists(PathBuf),
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Writes `<dir>/<name>.toml`, a profile with one rule pair and a sample
@@ -28,15 +31,21 @@ pub fn toml_profile(name: &str, dir: &Path) -> Result<PathBuf, ScaffoldError> {
         return Err(ScaffoldError::Exists(path));
     }
     let text = TOML_TEMPLATE.replace("{name}", name);
-    std::fs::write(&path, text).map_err(|source| ScaffoldError::Write { path: path.clone(), source })?;
+    std::fs::write(&path, text).map_err(|source| ScaffoldError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(path)
 }
 
 fn check_name(name: &str) -> Result<(), ScaffoldError> {
     let ok = !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-');
-    ok.then_some(()).ok_or_else(|| ScaffoldError::BadName(name.to_owned()))
+    ok.then_some(())
+        .ok_or_else(|| ScaffoldError::BadName(name.to_owned()))
 }
 
 /// A directory of this checkout, which plugin scaffolds depend on by path.
@@ -49,7 +58,12 @@ fn in_checkout(relative: &str) -> PathBuf {
 /// Writes the plugin crate `<dir>/<name>/` from `files` (path in the crate,
 /// template; both may hold the placeholders below) and returns its
 /// directory. `sdk` is the crate it depends on.
-fn write_crate(name: &str, dir: &Path, sdk: &Path, files: &[(&str, &str)]) -> Result<PathBuf, ScaffoldError> {
+fn write_crate(
+    name: &str,
+    dir: &Path,
+    sdk: &Path,
+    files: &[(&str, &str)],
+) -> Result<PathBuf, ScaffoldError> {
     check_name(name)?;
     let root = dir.join(name);
     if root.exists() {
@@ -61,7 +75,11 @@ fn write_crate(name: &str, dir: &Path, sdk: &Path, files: &[(&str, &str)]) -> Re
         false => name.to_owned(),
     };
     let crate_file = package.replace('-', "_");
-    let library = format!("{}{crate_file}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let library = format!(
+        "{}{crate_file}{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
     let fill = |template: &str| {
         template
             .replace("{name}", name)
@@ -89,7 +107,11 @@ fn type_name(package: &str) -> String {
         .split('-')
         .flat_map(|part| {
             let mut chars = part.chars();
-            chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars)
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
         })
         .collect()
 }
@@ -154,7 +176,10 @@ mod tests {
         let results = agent_comms_core::adapter::check::run_samples(&profile).unwrap();
         assert_eq!(results.len(), 2);
         assert!(results.iter().all(|r| r.passed()), "{results:?}");
-        assert!(super::toml_profile("my-agent", dir.path()).is_err(), "never overwrites");
+        assert!(
+            super::toml_profile("my-agent", dir.path()).is_err(),
+            "never overwrites"
+        );
         assert!(super::toml_profile("Bad Name", dir.path()).is_err());
     }
 }

@@ -30,12 +30,18 @@ const COLS: usize = 120;
 /// every form scans most of the screen before it answers.
 fn screen() -> Vec<String> {
     let mut lines: Vec<String> = (0..ROWS - 6)
-        .map(|i| format!("{i:>3} │ {}", "lorem ipsum dolor sit amet ".repeat(4))[..COLS.min(112)].to_owned())
+        .map(|i| {
+            format!("{i:>3} │ {}", "lorem ipsum dolor sit amet ".repeat(4))[..COLS.min(112)]
+                .to_owned()
+        })
         .collect();
     lines.push("⠏ Reading the source tree (esc to cancel, 4s)".into());
     lines.push(String::new());
     lines.push(format!("╭{}╮", "─".repeat(COLS - 2)));
-    lines.push(format!("│ >   Type your message or @path/to/file{}│", " ".repeat(COLS - 41)));
+    lines.push(format!(
+        "│ >   Type your message or @path/to/file{}│",
+        " ".repeat(COLS - 41)
+    ));
     lines.push(format!("╰{}╯", "─".repeat(COLS - 2)));
     lines.push("~/work/demo (main*)     no sandbox     gemini-2.5-pro (99% context left)".into());
     lines
@@ -43,13 +49,20 @@ fn screen() -> Vec<String> {
 
 pub fn section(bench: &Bench) -> Section {
     progress("adapters");
-    let repo = bench.target_dir.parent().unwrap_or(&bench.target_dir).to_path_buf();
+    let repo = bench
+        .target_dir
+        .parent()
+        .unwrap_or(&bench.target_dir)
+        .to_path_buf();
     let calls = bench.plan.classifications;
     let mut rows = Vec::new();
     let target = "median under 10 µs";
     for (form, result) in [
         ("TOML rules", classify_rules(&repo, calls)),
-        ("native plugin", native(&bench.target_dir).and_then(|mut p| classify_plugin(&mut p, calls))),
+        (
+            "native plugin",
+            native(&bench.target_dir).and_then(|mut p| classify_plugin(&mut p, calls)),
+        ),
         (
             "Wasm plugin",
             tempfile::tempdir()
@@ -59,7 +72,11 @@ pub fn section(bench: &Bench) -> Section {
         ),
     ] {
         let met = result.as_ref().ok().map(|s| s.median.value() < 0.010);
-        let mut row = Row::new("classify a 24×120 screen", form, result.map_err(|e| format!("{e:#}")));
+        let mut row = Row::new(
+            "classify a 24×120 screen",
+            form,
+            result.map_err(|e| format!("{e:#}")),
+        );
         row.target = judge(target, met);
         rows.push(row);
     }
@@ -83,7 +100,11 @@ pub fn section(bench: &Bench) -> Section {
         time_loads(loads, || wasm(&repo, cache.path()).map(drop))
     });
     let met = cached.as_ref().ok().map(|s| s.median.value() < 5.0);
-    let mut row = Row::new("load from the compile cache", "Wasm plugin", cached.map_err(|e| format!("{e:#}")));
+    let mut row = Row::new(
+        "load from the compile cache",
+        "Wasm plugin",
+        cached.map_err(|e| format!("{e:#}")),
+    );
     row.target = judge("median under 5 ms", met);
     rows.push(row);
     Section {
@@ -110,7 +131,8 @@ pub fn section(bench: &Bench) -> Section {
 
 fn classify_rules(repo: &Path, calls: usize) -> anyhow::Result<Summary> {
     let path = repo.join("plugins/examples/native-gemini/gemini-native.toml");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let profile = Profile::parse(&path.display().to_string(), &text)?;
     let rules = Rules::new(profile.detect.as_ref().context("no [detect]")?)?;
     time_classify(calls, |view| Ok(rules.classify(view)))
@@ -120,7 +142,10 @@ fn classify_plugin(plugin: &mut dyn PluginHooks, calls: usize) -> anyhow::Result
     time_classify(calls, |view| Ok(plugin.classify(view)?))
 }
 
-fn time_classify(calls: usize, mut classify: impl FnMut(&ScreenView<'_>) -> anyhow::Result<Activity>) -> anyhow::Result<Summary> {
+fn time_classify(
+    calls: usize,
+    mut classify: impl FnMut(&ScreenView<'_>) -> anyhow::Result<Activity>,
+) -> anyhow::Result<Summary> {
     let lines = screen();
     let view = ScreenView {
         lines: &lines,
@@ -133,12 +158,18 @@ fn time_classify(calls: usize, mut classify: impl FnMut(&ScreenView<'_>) -> anyh
         let start = Instant::now();
         let answer = classify(&view)?;
         samples.push(start.elapsed());
-        ensure!(answer == Activity::Busy, "classified the busy screen as {answer:?}");
+        ensure!(
+            answer == Activity::Busy,
+            "classified the busy screen as {answer:?}"
+        );
     }
     Ok(latencies(&samples))
 }
 
-fn time_loads(loads: usize, mut load: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Summary> {
+fn time_loads(
+    loads: usize,
+    mut load: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Summary> {
     let mut samples: Vec<Duration> = Vec::with_capacity(loads);
     for _ in 0..loads {
         let start = Instant::now();
@@ -154,13 +185,26 @@ fn native(target_dir: &Path) -> anyhow::Result<NativePlugin> {
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX
     ));
-    ensure!(path.is_file(), "{} not found: cargo build --release", path.display());
+    ensure!(
+        path.is_file(),
+        "{} not found: cargo build --release",
+        path.display()
+    );
     Ok(NativePlugin::load(&path)?)
 }
 
 /// The Wasm twin, compiled into (or loaded from) the compile cache `cache`.
 fn wasm(repo: &Path, cache: &Path) -> anyhow::Result<WasmPlugin> {
     let path = repo.join("target/wasm/wasm32-wasip2/release/wasm_gemini.wasm");
-    ensure!(path.is_file(), "{} not found: scripts/build-plugins", path.display());
-    Ok(WasmPlugin::load_with(&path, Vec::new(), Some(cache), Limits::default())?)
+    ensure!(
+        path.is_file(),
+        "{} not found: scripts/build-plugins",
+        path.display()
+    );
+    Ok(WasmPlugin::load_with(
+        &path,
+        Vec::new(),
+        Some(cache),
+        Limits::default(),
+    )?)
 }

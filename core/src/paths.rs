@@ -113,7 +113,11 @@ pub fn project_root() -> PathBuf {
         return PathBuf::from(dir);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let nearest = |marker: &str| cwd.ancestors().find(|d| d.join(marker).exists()).map(Path::to_path_buf);
+    let nearest = |marker: &str| {
+        cwd.ancestors()
+            .find(|d| d.join(marker).exists())
+            .map(Path::to_path_buf)
+    };
     nearest(".agent-comms")
         .or_else(|| nearest(".git"))
         .unwrap_or(cwd.clone())

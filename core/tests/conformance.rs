@@ -42,9 +42,17 @@ fn forms() -> (TomlForm, Plugins) {
         deadline: PATIENT,
         ..Limits::default()
     };
-    let wasm =
-        WasmPlugin::load_with(&wasm_component("wasm_gemini"), Vec::new(), Some(&wasm_cache()), limits).unwrap();
-    (TomlForm::load(), vec![("native", Box::new(native)), ("wasm", Box::new(wasm))])
+    let wasm = WasmPlugin::load_with(
+        &wasm_component("wasm_gemini"),
+        Vec::new(),
+        Some(&wasm_cache()),
+        limits,
+    )
+    .unwrap();
+    (
+        TomlForm::load(),
+        vec![("native", Box::new(native)), ("wasm", Box::new(wasm))],
+    )
 }
 
 const SCREENS: &[(&str, &str)] = &[
@@ -84,13 +92,23 @@ fn every_form_classifies_every_screen_alike() {
         let lines = screen(text);
         let expected = toml.rules.classify(&view(&lines));
         for (form, plugin) in &mut plugins {
-            assert_eq!(plugin.classify(&view(&lines)).unwrap(), expected, "{form} on screen '{name}'");
+            assert_eq!(
+                plugin.classify(&view(&lines)).unwrap(),
+                expected,
+                "{form} on screen '{name}'"
+            );
         }
     }
     // The suite must tell the states apart, or agreeing proves nothing.
-    let answers: Vec<Activity> = SCREENS.iter().map(|(_, t)| toml.rules.classify(&view(&screen(t)))).collect();
+    let answers: Vec<Activity> = SCREENS
+        .iter()
+        .map(|(_, t)| toml.rules.classify(&view(&screen(t))))
+        .collect();
     for state in [Activity::Busy, Activity::Idle, Activity::Unknown] {
-        assert!(answers.contains(&state), "no screen classifies as {state:?}");
+        assert!(
+            answers.contains(&state),
+            "no screen classifies as {state:?}"
+        );
     }
 }
 
@@ -102,12 +120,21 @@ fn every_form_claims_and_pins_alike() {
         let claims = program_of(line).is_some_and(|p| toml.profile.claims(&p));
         let pinned = toml.profile.pin_resume(&args, "ses-7");
         for (form, plugin) in &mut plugins {
-            assert_eq!(plugin.claims(&args).unwrap(), claims, "{form} claims '{line}'");
-            assert_eq!(plugin.pin_resume(&args, "ses-7").unwrap(), pinned, "{form} pins '{line}'");
+            assert_eq!(
+                plugin.claims(&args).unwrap(),
+                claims,
+                "{form} claims '{line}'"
+            );
+            assert_eq!(
+                plugin.pin_resume(&args, "ses-7").unwrap(),
+                pinned,
+                "{form} pins '{line}'"
+            );
         }
     }
     assert_eq!(
-        toml.profile.pin_resume(&argv("gemini --continue -m pro"), "ses-7"),
+        toml.profile
+            .pin_resume(&argv("gemini --continue -m pro"), "ses-7"),
         Some(argv("gemini --resume ses-7 -m pro"))
     );
 }

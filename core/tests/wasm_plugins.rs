@@ -26,7 +26,13 @@ fn patient() -> Limits {
 
 /// Loads `crate_name`'s component, compiled once and kept in target/.
 fn load(crate_name: &str, reads: Vec<PathBuf>, limits: Limits) -> WasmPlugin {
-    WasmPlugin::load_with(&wasm_component(crate_name), reads, Some(&wasm_cache()), limits).unwrap()
+    WasmPlugin::load_with(
+        &wasm_component(crate_name),
+        reads,
+        Some(&wasm_cache()),
+        limits,
+    )
+    .unwrap()
 }
 
 fn faults(reads: Vec<PathBuf>) -> WasmPlugin {

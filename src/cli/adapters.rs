@@ -64,7 +64,10 @@ pub fn run(cmd: AdaptersCommand) -> anyhow::Result<i32> {
                 FormArg::Wasm => return new_wasm(&name, &dir),
             };
             println!("wrote {}", path.display());
-            println!("next: edit it, then run: agent-comms adapters check {}", path.display());
+            println!(
+                "next: edit it, then run: agent-comms adapters check {}",
+                path.display()
+            );
             Ok(0)
         }
     }
@@ -98,7 +101,10 @@ fn list(json: bool) -> anyhow::Result<i32> {
         println!("{out}");
         return Ok(0);
     }
-    println!("{:<14} {:<7} {:<6} {:<8} {:<10} {:<28} SOURCE", "NAME", "FORM", "KIND", "VERSION", "CHECKED", "COMMANDS");
+    println!(
+        "{:<14} {:<7} {:<6} {:<8} {:<10} {:<28} SOURCE",
+        "NAME", "FORM", "KIND", "VERSION", "CHECKED", "COMMANDS"
+    );
     for e in registry.entries() {
         let kind = match e.profile.kind {
             agent_comms_core::adapter::profile::Kind::Agent => "agent",
@@ -116,10 +122,18 @@ fn list(json: bool) -> anyhow::Result<i32> {
         );
     }
     for c in registry.conflicts() {
-        println!("note: '{}' is claimed by {} (used) and by {}", c.program, c.winner, c.others.join(", "));
+        println!(
+            "note: '{}' is claimed by {} (used) and by {}",
+            c.program,
+            c.winner,
+            c.others.join(", ")
+        );
     }
     for d in registry.diagnostics() {
-        println!("error: {d} (skipped; fix it and run: agent-comms adapters check {})", d.file);
+        println!(
+            "error: {d} (skipped; fix it and run: agent-comms adapters check {})",
+            d.file
+        );
     }
     Ok(0)
 }
@@ -134,7 +148,12 @@ fn show(name: &str, json: bool) -> anyhow::Result<i32> {
         value["profile"] = serde_json::to_value(&entry.profile)?;
         println!("{value}");
     } else {
-        println!("# {} adapter '{}' from {}", entry.source.kind(), name, entry.source.display());
+        println!(
+            "# {} adapter '{}' from {}",
+            entry.source.kind(),
+            name,
+            entry.source.display()
+        );
         for o in &entry.overrides {
             println!("# overrides {}", o.display());
         }
@@ -145,7 +164,8 @@ fn show(name: &str, json: bool) -> anyhow::Result<i32> {
 
 fn check(target: &str, json: bool) -> anyhow::Result<i32> {
     let (shown, profile, plugin_path) = if Path::new(target).is_file() {
-        let text = std::fs::read_to_string(target).with_context(|| format!("cannot read {target}"))?;
+        let text =
+            std::fs::read_to_string(target).with_context(|| format!("cannot read {target}"))?;
         match Profile::parse(target, &text) {
             Ok(p) => {
                 let dir = Path::new(target).parent().unwrap_or(Path::new("."));
@@ -162,7 +182,9 @@ fn check(target: &str, json: bool) -> anyhow::Result<i32> {
         match registry.get(target) {
             Some(e) => (e.source.display(), e.profile.clone(), e.plugin_path()),
             None if target.ends_with(".toml") || target.contains('/') => bail!("no file {target}"),
-            None => bail!("'{target}' is neither a file nor a loaded adapter; see: agent-comms adapters list"),
+            None => bail!(
+                "'{target}' is neither a file nor a loaded adapter; see: agent-comms adapters list"
+            ),
         }
     };
     let results = run_samples(&profile)?;
@@ -199,7 +221,11 @@ impl PluginCheck {
 fn check_plugin(path: PathBuf, profile: &Profile) -> Option<PluginCheck> {
     // The form as `Entry::form` has it: `.wasm` is a component, anything
     // else a native library.
-    let form = if path.extension().is_some_and(|e| e == "wasm") { "wasm" } else { "native" };
+    let form = if path.extension().is_some_and(|e| e == "wasm") {
+        "wasm"
+    } else {
+        "native"
+    };
     let (path, outcome) = match agent_comms_core::plugin::load::load(&path, profile) {
         Ok(mut loaded) => {
             let samples = run_plugin_samples(profile, loaded.plugin.as_mut());
@@ -212,7 +238,11 @@ fn check_plugin(path: PathBuf, profile: &Profile) -> Option<PluginCheck> {
         }
         Err((path, e)) => (path, Err(e)),
     };
-    Some(PluginCheck { path, form, outcome })
+    Some(PluginCheck {
+        path,
+        form,
+        outcome,
+    })
 }
 
 fn report_check(
@@ -245,7 +275,12 @@ fn report_check(
     println!("valid: {} {} ({})", profile.name, profile.version, shown);
     for r in results {
         let mark = if r.passed() { "ok  " } else { "FAIL" };
-        println!("{mark} sample '{}': expected {}, got {}", r.name, r.expected.as_str(), r.got.as_str());
+        println!(
+            "{mark} sample '{}': expected {}, got {}",
+            r.name,
+            r.expected.as_str(),
+            r.got.as_str()
+        );
     }
     let failed = results.iter().filter(|r| !r.passed()).count();
     match (results.len(), failed) {
@@ -336,7 +371,10 @@ fn plugin_json(plugin: &PluginCheck) -> serde_json::Value {
 fn new_native(name: &str, dir: &Path) -> anyhow::Result<i32> {
     let root = agent_comms_adapters::scaffold::native_crate(name, dir)?;
     let profile = root.join(format!("{name}.toml"));
-    println!("wrote {} (Cargo.toml, src/lib.rs, {name}.toml)", root.display());
+    println!(
+        "wrote {} (Cargo.toml, src/lib.rs, {name}.toml)",
+        root.display()
+    );
     println!("next: edit src/lib.rs and the samples in {name}.toml, then run:");
     println!("  cd {} && cargo build", root.display());
     println!("  agent-comms adapters check {}", profile.display());

@@ -232,7 +232,11 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
                     Classifier::Rules => "its rules",
                     Classifier::Nothing => "nothing: it has no rules",
                 };
-                println!("{} ({} adapter, read by {by})", report.activity.as_str(), report.adapter);
+                println!(
+                    "{} ({} adapter, read by {by})",
+                    report.activity.as_str(),
+                    report.adapter
+                );
                 if let Some(e) = &report.plugin_error {
                     println!("plugin not used: {e}");
                 }

@@ -97,7 +97,9 @@ fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
 impl CompiledRule {
     fn matches(&self, view: &ScreenView<'_>) -> bool {
         match self.kind {
-            SignalKind::Screen => region_rows(view, self.region).iter().any(|row| self.pattern.is_match(row)),
+            SignalKind::Screen => region_rows(view, self.region)
+                .iter()
+                .any(|row| self.pattern.is_match(row)),
             SignalKind::Title => self.pattern.is_match(view.title),
             SignalKind::Osc => {
                 // The latest sequence of the kind this rule reads is the
@@ -122,7 +124,10 @@ fn region_rows<'a>(view: &ScreenView<'a>, region: Option<Region>) -> &'a [String
         Anchor::Top => i64::from(region.offset),
         Anchor::Cursor => i64::from(view.cursor_row) + i64::from(region.offset),
         Anchor::Bottom => {
-            let last = lines.iter().rposition(|l| !l.trim().is_empty()).unwrap_or(0) as i64;
+            let last = lines
+                .iter()
+                .rposition(|l| !l.trim().is_empty())
+                .unwrap_or(0) as i64;
             last - i64::from(region.offset) - i64::from(region.rows) + 1
         }
     };
@@ -172,7 +177,14 @@ mod tests {
 
     fn rules(body: &str) -> Rules {
         let text = format!("schema = 1\nname = \"t\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"t\"]\n{body}");
-        Rules::new(Profile::parse("t.toml", &text).unwrap().detect.as_ref().unwrap()).unwrap()
+        Rules::new(
+            Profile::parse("t.toml", &text)
+                .unwrap()
+                .detect
+                .as_ref()
+                .unwrap(),
+        )
+        .unwrap()
     }
 
     fn view<'a>(lines: &'a [String], title: &'a str, osc: &'a [Vec<u8>]) -> ScreenView<'a> {
@@ -193,10 +205,19 @@ mod tests {
         );
         let lines = vec!["› Ask Codex to do anything".to_owned()];
         let working = vec![b"7501;state=working:app=codex".to_vec()];
-        let done = vec![b"7501;state=working:app=codex".to_vec(), b"7501;state=done:app=codex".to_vec()];
+        let done = vec![
+            b"7501;state=working:app=codex".to_vec(),
+            b"7501;state=done:app=codex".to_vec(),
+        ];
         assert_eq!(r.classify(&view(&lines, "", &working)), Activity::Busy);
-        assert_eq!(r.classify(&view(&lines, "Mock title", &done)), Activity::Idle);
-        assert_eq!(r.classify(&view(&lines, "⠙ Mock title", &done)), Activity::Busy);
+        assert_eq!(
+            r.classify(&view(&lines, "Mock title", &done)),
+            Activity::Idle
+        );
+        assert_eq!(
+            r.classify(&view(&lines, "⠙ Mock title", &done)),
+            Activity::Busy
+        );
         assert_eq!(r.classify(&view(&lines, "", &[])), Activity::Unknown);
     }
 
@@ -218,7 +239,13 @@ mod tests {
         let mut d = BusyDetector::new(Duration::from_millis(300));
         let t0 = Instant::now();
         assert_eq!(d.observe(t0, Activity::Busy), Activity::Busy);
-        assert_eq!(d.observe(t0 + Duration::from_millis(100), Activity::Idle), Activity::Busy);
-        assert_eq!(d.observe(t0 + Duration::from_millis(300), Activity::Idle), Activity::Idle);
+        assert_eq!(
+            d.observe(t0 + Duration::from_millis(100), Activity::Idle),
+            Activity::Busy
+        );
+        assert_eq!(
+            d.observe(t0 + Duration::from_millis(300), Activity::Idle),
+            Activity::Idle
+        );
     }
 }

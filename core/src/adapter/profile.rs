@@ -303,26 +303,43 @@ impl Profile {
             let offset = text.find("schema").unwrap_or(0);
             return Err(at(
                 offset,
-                format!("schema {} is not supported (this agent-comms reads schema {SCHEMA})", self.schema),
+                format!(
+                    "schema {} is not supported (this agent-comms reads schema {SCHEMA})",
+                    self.schema
+                ),
             ));
         }
         if self.commands.is_empty() && self.plugin.is_none() {
             let offset = text.find("commands").unwrap_or(0);
-            return Err(at(offset, "commands: list at least one program this profile claims".into()));
+            return Err(at(
+                offset,
+                "commands: list at least one program this profile claims".into(),
+            ));
         }
         if let Some(detect) = &self.detect {
             for (i, rule) in detect.rules.iter().enumerate() {
-                for (field, pattern) in [("screen", &rule.screen), ("title", &rule.title), ("osc", &rule.osc)] {
+                for (field, pattern) in [
+                    ("screen", &rule.screen),
+                    ("title", &rule.title),
+                    ("osc", &rule.osc),
+                ] {
                     if let Some(p) = pattern {
                         if let Err(e) = regex::Regex::new(p.get_ref()) {
-                            let first = e.to_string().lines().last().unwrap_or("").trim().to_owned();
-                            return Err(at(p.span().start, format!("detect.rules[{i}].{field}: invalid regex: {first}")));
+                            let first =
+                                e.to_string().lines().last().unwrap_or("").trim().to_owned();
+                            return Err(at(
+                                p.span().start,
+                                format!("detect.rules[{i}].{field}: invalid regex: {first}"),
+                            ));
                         }
                     }
                 }
                 if rule.screen.is_none() && rule.title.is_none() && rule.osc.is_none() {
                     let offset = text.find("[[detect.rules]]").unwrap_or(0);
-                    return Err(at(offset, format!("detect.rules[{i}]: give one of screen, title or osc")));
+                    return Err(at(
+                        offset,
+                        format!("detect.rules[{i}]: give one of screen, title or osc"),
+                    ));
                 }
             }
         }
@@ -344,7 +361,12 @@ impl Profile {
     /// `None` when nothing asks to continue or an id is already given.
     pub fn pin_resume(&self, argv: &[String], id: &str) -> Option<Vec<String>> {
         let resume = self.resume.as_ref()?;
-        if argv.iter().any(|a| resume.explicit_args.iter().any(|e| a == e || a.starts_with(&format!("{e}=")))) {
+        if argv.iter().any(|a| {
+            resume
+                .explicit_args
+                .iter()
+                .any(|e| a == e || a.starts_with(&format!("{e}=")))
+        }) {
             return None;
         }
         let at = argv.iter().position(|a| resume.continue_args.contains(a))?;
@@ -366,7 +388,8 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 mod tests {
     use super::*;
 
-    const MINIMAL: &str = "schema = 1\nname = \"x\"\nversion = \"0.1.0\"\nkind = \"agent\"\ncommands = [\"x\"]\n";
+    const MINIMAL: &str =
+        "schema = 1\nname = \"x\"\nversion = \"0.1.0\"\nkind = \"agent\"\ncommands = [\"x\"]\n";
 
     #[test]
     fn errors_name_file_line_column_and_field() {
@@ -374,10 +397,16 @@ mod tests {
         assert_eq!((e.file.as_str(), e.line, e.column), ("p.toml", 6, 1));
         assert!(e.message.contains("unknown field `nmae`"), "{e}");
 
-        let bad_regex = format!("{MINIMAL}[detect]\n[[detect.rules]]\nstate = \"busy\"\nscreen = \"(unclosed\"\n");
+        let bad_regex = format!(
+            "{MINIMAL}[detect]\n[[detect.rules]]\nstate = \"busy\"\nscreen = \"(unclosed\"\n"
+        );
         let e = Profile::parse("p.toml", &bad_regex).unwrap_err();
         assert_eq!((e.line, e.column), (9, 10), "{e}");
-        assert!(e.message.starts_with("detect.rules[0].screen: invalid regex"), "{e}");
+        assert!(
+            e.message
+                .starts_with("detect.rules[0].screen: invalid regex"),
+            "{e}"
+        );
 
         let e = Profile::parse("p.toml", "schema = 1\nname = [").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
@@ -391,7 +420,10 @@ mod tests {
         )
         .unwrap();
         let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        assert_eq!(p.pin_resume(&argv("claude -c --model x"), "abc"), Some(argv("claude --resume abc --model x")));
+        assert_eq!(
+            p.pin_resume(&argv("claude -c --model x"), "abc"),
+            Some(argv("claude --resume abc --model x"))
+        );
         assert_eq!(p.pin_resume(&argv("claude --resume old"), "abc"), None);
         assert_eq!(p.pin_resume(&argv("claude"), "abc"), None);
     }

@@ -60,7 +60,13 @@ pub struct Entry {
 
 impl Entry {
     pub fn form(&self) -> Form {
-        match self.profile.plugin.as_ref().and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+        match self
+            .profile
+            .plugin
+            .as_ref()
+            .and_then(|p| p.extension())
+            .and_then(|e| e.to_str())
+        {
             Some("wasm") => Form::Wasm,
             Some(_) => Form::Native,
             None => Form::Toml,
@@ -106,12 +112,19 @@ pub struct AdapterRegistry {
 impl AdapterRegistry {
     /// Loads `builtin` profiles (file name, text) and the `*.toml` files of
     /// the user and project directories that exist.
-    pub fn load(builtin: &[(&'static str, &'static str)], user: Option<&Path>, project: Option<&Path>) -> Self {
+    pub fn load(
+        builtin: &[(&'static str, &'static str)],
+        user: Option<&Path>,
+        project: Option<&Path>,
+    ) -> Self {
         let mut registry = Self::default();
         for (file, text) in builtin {
             registry.add(Source::Builtin(file), file, text);
         }
-        for (dir, make) in [(user, Source::User as fn(PathBuf) -> Source), (project, Source::Project)] {
+        for (dir, make) in [
+            (user, Source::User as fn(PathBuf) -> Source),
+            (project, Source::Project),
+        ] {
             for path in dir.map(toml_files).unwrap_or_default() {
                 let shown = path.display().to_string();
                 match std::fs::read_to_string(&path) {
@@ -125,7 +138,9 @@ impl AdapterRegistry {
                 }
             }
         }
-        registry.entries.sort_by(|a, b| a.profile.name.cmp(&b.profile.name));
+        registry
+            .entries
+            .sort_by(|a, b| a.profile.name.cmp(&b.profile.name));
         registry
     }
 
@@ -134,7 +149,11 @@ impl AdapterRegistry {
             Ok(p) => p,
             Err(e) => return self.diagnostics.push(e),
         };
-        match self.entries.iter_mut().find(|e| e.profile.name == profile.name) {
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.profile.name == profile.name)
+        {
             Some(existing) if source.rank() < existing.source.rank() => {
                 let old = std::mem::replace(&mut existing.source, source);
                 existing.profile = profile;
@@ -176,7 +195,11 @@ impl AdapterRegistry {
     }
 
     fn claimants(&self, program: &str) -> Vec<&Entry> {
-        let mut found: Vec<&Entry> = self.entries.iter().filter(|e| e.profile.claims(program)).collect();
+        let mut found: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| e.profile.claims(program))
+            .collect();
         found.sort_by_key(|e| e.source.rank());
         found
     }
@@ -239,7 +262,11 @@ mod tests {
         std::fs::write(project.join("a.toml"), profile("a", "\"a-project\"")).unwrap();
         let builtin_a: &'static str = Box::leak(profile("a", "\"a\"").into_boxed_str());
         let builtin_b: &'static str = Box::leak(profile("b", "\"a\", \"b\"").into_boxed_str());
-        let r = AdapterRegistry::load(&[("a.toml", builtin_a), ("b.toml", builtin_b)], Some(&user), Some(&project));
+        let r = AdapterRegistry::load(
+            &[("a.toml", builtin_a), ("b.toml", builtin_b)],
+            Some(&user),
+            Some(&project),
+        );
         let a = r.get("a").unwrap();
         assert_eq!(a.source.kind(), "project");
         assert_eq!(a.overrides.len(), 2);
@@ -247,7 +274,10 @@ mod tests {
         assert_eq!(r.get("b").unwrap().source, Source::Builtin("b.toml"));
         assert_eq!(r.diagnostics().len(), 1);
         assert!(r.diagnostics()[0].file.ends_with("broken.toml"));
-        assert!(r.conflicts().is_empty(), "a's project profile no longer claims 'a'");
+        assert!(
+            r.conflicts().is_empty(),
+            "a's project profile no longer claims 'a'"
+        );
         assert_eq!(r.for_program("a").unwrap().profile.name, "b");
     }
 

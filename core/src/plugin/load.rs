@@ -40,7 +40,10 @@ pub fn load(path: &Path, profile: &Profile) -> Result<Loaded, (PathBuf, PluginEr
 /// Compiled code is cached under the user's home; the plugin may read only
 /// the files the profile lists.
 #[cfg(feature = "wasm")]
-fn load_wasm(path: &Path, profile: &Profile) -> Result<(Box<dyn PluginHooks>, &'static str), PluginError> {
+fn load_wasm(
+    path: &Path,
+    profile: &Profile,
+) -> Result<(Box<dyn PluginHooks>, &'static str), PluginError> {
     use super::wasm::{default_cache_dir, CacheOutcome, WasmPlugin};
 
     let reads = profile.plugin_reads.iter().map(Into::into).collect();
@@ -54,7 +57,10 @@ fn load_wasm(path: &Path, profile: &Profile) -> Result<(Box<dyn PluginHooks>, &'
 }
 
 #[cfg(not(feature = "wasm"))]
-fn load_wasm(path: &Path, profile: &Profile) -> Result<(Box<dyn PluginHooks>, &'static str), PluginError> {
+fn load_wasm(
+    path: &Path,
+    profile: &Profile,
+) -> Result<(Box<dyn PluginHooks>, &'static str), PluginError> {
     Err(PluginError::Other {
         name: profile.name.clone(),
         message: format!(

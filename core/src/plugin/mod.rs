@@ -39,19 +39,39 @@ pub enum PluginError {
     #[error("{path}: not a plugin: {reason}")]
     NotAPlugin { path: String, reason: String },
     #[error("{path}: built for plugin interface {found}, this agent-comms speaks {expected}; rebuild the plugin against the matching SDK")]
-    Version { path: String, found: String, expected: String },
+    Version {
+        path: String,
+        found: String,
+        expected: String,
+    },
     #[error("{path}: interface layout mismatch: {summary}")]
     Layout { path: String, summary: String },
     #[error("{path}: missing symbol {symbol}")]
     MissingSymbol { path: String, symbol: String },
     #[error("plugin {name} panicked in {hook}: {message}")]
-    Panicked { name: String, hook: String, message: String },
+    Panicked {
+        name: String,
+        hook: String,
+        message: String,
+    },
     #[error("plugin {name} ran past its {limit_ms} ms deadline in {hook} and was stopped")]
-    Deadline { name: String, hook: String, limit_ms: u64 },
+    Deadline {
+        name: String,
+        hook: String,
+        limit_ms: u64,
+    },
     #[error("plugin {name} exceeded its memory cap of {cap_mb} MiB in {hook} and was stopped")]
-    Memory { name: String, hook: String, cap_mb: u64 },
+    Memory {
+        name: String,
+        hook: String,
+        cap_mb: u64,
+    },
     #[error("plugin {name} trapped in {hook}: {message}")]
-    Trapped { name: String, hook: String, message: String },
+    Trapped {
+        name: String,
+        hook: String,
+        message: String,
+    },
     #[error("plugin {name}: {message}")]
     Other { name: String, message: String },
 }
@@ -65,7 +85,8 @@ pub trait PluginHooks: Send {
     /// Busy or idle, from the rendered screen.
     fn classify(&mut self, view: &ScreenView<'_>) -> Result<Activity, PluginError>;
     /// `argv` with "continue the latest" replaced by session `id`.
-    fn pin_resume(&mut self, argv: &[String], id: &str) -> Result<Option<Vec<String>>, PluginError>;
+    fn pin_resume(&mut self, argv: &[String], id: &str)
+        -> Result<Option<Vec<String>>, PluginError>;
     /// The session the provider process `pid` is on, if the plugin can tell.
     fn discover_session(&mut self, pid: u32) -> Result<Option<SessionRef>, PluginError>;
 }

@@ -233,22 +233,43 @@ mod tests {
             while flood.len() < 2 * FAST_FORWARD_MIN {
                 let len = (next() % 200) as usize;
                 flood.extend((0..len).map(|i| b'a' + ((i as u64 + next()) % 26) as u8));
-                flood.extend_from_slice(if next() % 7 == 0 { "é\r\n".as_bytes() } else { b"\r\n" });
+                flood.extend_from_slice(if next() % 7 == 0 {
+                    "é\r\n".as_bytes()
+                } else {
+                    b"\r\n"
+                });
             }
-            let prefix: &[u8] = if round % 2 == 0 { b"$ prompt " } else { b"\x1b[1;31mred\x1b[0m\r\nx" };
+            let prefix: &[u8] = if round % 2 == 0 {
+                b"$ prompt "
+            } else {
+                b"\x1b[1;31mred\x1b[0m\r\nx"
+            };
             let mut fast = ScreenModel::new(24, 80);
             let mut full = vt100::Parser::new(nonzero(24), nonzero(80), SCROLLBACK);
             fast.feed(prefix);
             full.process(prefix);
-            assert!(fast.fast_forward(&flood).is_some(), "round {round}: fast path not taken");
+            assert!(
+                fast.fast_forward(&flood).is_some(),
+                "round {round}: fast path not taken"
+            );
             fast.feed(&flood);
             full.process(&flood);
-            assert_eq!(fast.parser.screen().contents_formatted(), full.screen().contents_formatted());
-            assert_eq!(fast.parser.screen().cursor_position(), full.screen().cursor_position());
+            assert_eq!(
+                fast.parser.screen().contents_formatted(),
+                full.screen().contents_formatted()
+            );
+            assert_eq!(
+                fast.parser.screen().cursor_position(),
+                full.screen().cursor_position()
+            );
             let (mut a, mut b) = (fast.parser, full);
             a.screen_mut().set_scrollback(SCROLLBACK);
             b.screen_mut().set_scrollback(SCROLLBACK);
-            assert_eq!(a.screen().contents(), b.screen().contents(), "round {round}: scrollback differs");
+            assert_eq!(
+                a.screen().contents(),
+                b.screen().contents(),
+                "round {round}: scrollback differs"
+            );
         }
     }
 

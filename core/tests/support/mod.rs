@@ -31,7 +31,9 @@ pub fn native_library(name: &str) -> PathBuf {
 /// A component `scripts/build-plugins` leaves in target/wasm; a missing one
 /// fails with that advice rather than skipping.
 pub fn wasm_component(crate_name: &str) -> PathBuf {
-    let path = repo().join(format!("target/wasm/wasm32-wasip2/release/{crate_name}.wasm"));
+    let path = repo().join(format!(
+        "target/wasm/wasm32-wasip2/release/{crate_name}.wasm"
+    ));
     assert!(
         path.is_file(),
         "{} is missing: run scripts/build-plugins (needs: rustup target add wasm32-wasip2)",

@@ -56,7 +56,9 @@ impl Adapter for Gemini {
         if argv.iter().any(|a| matches!(*a, "--resume" | "-r")) {
             return None;
         }
-        let at = argv.iter().position(|a| matches!(*a, "--continue" | "-c"))?;
+        let at = argv
+            .iter()
+            .position(|a| matches!(*a, "--continue" | "-c"))?;
         let mut out: Vec<String> = argv[..at].iter().map(|a| (*a).to_owned()).collect();
         out.extend(["--resume".to_owned(), id.to_owned()]);
         out.extend(argv[at + 1..].iter().map(|a| (*a).to_owned()));
@@ -70,7 +72,10 @@ impl Adapter for Gemini {
 fn is_empty_prompt(row: &str) -> bool {
     row.match_indices('>').any(|(i, _)| {
         let rest = &row[i + 1..];
-        rest.starts_with(' ') && rest.trim_start_matches(' ').starts_with("Type your message")
+        rest.starts_with(' ')
+            && rest
+                .trim_start_matches(' ')
+                .starts_with("Type your message")
     })
 }
 
