@@ -336,8 +336,9 @@ fn shell_argv(command_line: &str) -> Vec<String> {
 /// The program of a simple command line when it is not on PATH.
 fn missing_program(command_line: &str) -> Option<String> {
     let program = agent_comms_core::adapter::program_of(command_line)?;
-    let word = command_line
-        .split_whitespace()
+    let words = agent_comms_core::adapter::command::shell_words(command_line);
+    let word = words
+        .iter()
         .find(|w| w.rsplit('/').next() == Some(program.as_str()))?;
     if word.contains('/') {
         return (!Path::new(word).exists()).then(|| word.to_owned());

@@ -3,7 +3,8 @@
 /// The program a command line runs, as a basename: `env VAR=1 python3 -i`
 /// runs `python3`. Flags of `env` and variable assignments are skipped.
 pub fn program_of(command_line: &str) -> Option<String> {
-    let mut words = command_line.split_whitespace().peekable();
+    let words = shell_words(command_line);
+    let mut words = words.iter().map(String::as_str);
     let mut first = words.next()?;
     if basename(first) == "env" {
         first = words.find(|w| !w.starts_with('-') && !is_assignment(w))?;
@@ -13,6 +14,38 @@ pub fn program_of(command_line: &str) -> Option<String> {
         }
     }
     Some(basename(first).to_owned())
+}
+
+/// The words of a command line as a POSIX shell splits them: blanks
+/// separate, single and double quotes group, a backslash escapes the next
+/// character. (Enough to find the program; expansions are not performed.)
+pub fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => words.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                w.extend(chars.by_ref().take_while(|&c| c != '\''));
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => w.extend(chars.next()),
+                        c => w.push(c),
+                    }
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
 }
 
 fn is_assignment(word: &str) -> bool {
@@ -31,6 +64,15 @@ fn basename(word: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::program_of;
+
+    #[test]
+    fn splits_words_as_a_shell_does() {
+        assert_eq!(
+            super::shell_words(r#"env PS1='ok> ' "a b"c d\ e"#),
+            ["env", "PS1=ok> ", "a bc", "d e"]
+        );
+        assert_eq!(program_of("env PS1='ok> ' sh").as_deref(), Some("sh"));
+    }
 
     #[test]
     fn finds_the_program_behind_env_prefixes() {
