@@ -152,6 +152,7 @@ fn time_classify(
         title: "",
         osc: &[],
         cursor_row: (ROWS - 3) as u16,
+        foreground: "",
     };
     let mut samples = Vec::with_capacity(calls);
     for _ in 0..calls {

@@ -48,6 +48,7 @@ fn classify_titled(plugin: &mut WasmPlugin, title: &str) -> Result<Activity, Plu
         title,
         osc: &[],
         cursor_row: 0,
+        foreground: "",
     })
 }
 
@@ -268,6 +269,7 @@ fn measure_costs() {
         title: "aider",
         osc: &[],
         cursor_row: 23,
+        foreground: "",
     };
     let classify = median(
         (0..10_000)

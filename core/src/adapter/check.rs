@@ -87,5 +87,6 @@ fn with_sample_view<R>(sample: &Sample, f: impl FnOnce(&ScreenView<'_>) -> R) ->
         title: &sample.title,
         osc: &osc,
         cursor_row,
+        foreground: &sample.foreground,
     })
 }

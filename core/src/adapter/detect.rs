@@ -20,6 +20,7 @@ struct CompiledRule {
     pattern: Regex,
     region: Option<Region>,
     osc_prefix: Option<Vec<u8>>,
+    invert: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,7 @@ enum SignalKind {
     Screen,
     Title,
     Osc,
+    Process,
 }
 
 /// A profile's detection rules, compiled.
@@ -56,7 +58,12 @@ impl Rules {
     pub fn classify(&self, view: &ScreenView<'_>) -> Activity {
         let mut busy = false;
         let mut idle = false;
-        for kind in [SignalKind::Screen, SignalKind::Title, SignalKind::Osc] {
+        for kind in [
+            SignalKind::Screen,
+            SignalKind::Title,
+            SignalKind::Osc,
+            SignalKind::Process,
+        ] {
             let said: Vec<Activity> = self
                 .rules
                 .iter()
@@ -84,6 +91,7 @@ fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
                 pattern: Regex::new(p.get_ref())?,
                 region: rule.region,
                 osc_prefix: rule.osc_prefix.as_ref().map(|p| p.as_bytes().to_vec()),
+                invert: rule.invert,
             });
         }
         Ok(())
@@ -91,12 +99,16 @@ fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
     add(SignalKind::Screen, &rule.screen)?;
     add(SignalKind::Title, &rule.title)?;
     add(SignalKind::Osc, &rule.osc)?;
+    add(SignalKind::Process, &rule.process)?;
     Ok(out)
 }
 
 impl CompiledRule {
+    /// Whether the rule applies to `view`. A signal that is absent — no
+    /// OSC sequence of the rule's kind yet, no known foreground process —
+    /// applies to no rule, inverted or not: it says nothing.
     fn matches(&self, view: &ScreenView<'_>) -> bool {
-        match self.kind {
+        let found = match self.kind {
             SignalKind::Screen => region_rows(view, self.region)
                 .iter()
                 .any(|row| self.pattern.is_match(row)),
@@ -109,9 +121,15 @@ impl CompiledRule {
                     .iter()
                     .rev()
                     .find(|o| self.osc_prefix.as_ref().is_none_or(|p| o.starts_with(p)));
-                latest.is_some_and(|o| self.pattern.is_match(&String::from_utf8_lossy(o)))
+                match latest {
+                    Some(o) => self.pattern.is_match(&String::from_utf8_lossy(o)),
+                    None => return false,
+                }
             }
-        }
+            SignalKind::Process if view.foreground.is_empty() => return false,
+            SignalKind::Process => self.pattern.is_match(view.foreground),
+        };
+        found != self.invert
     }
 }
 
@@ -193,6 +211,7 @@ mod tests {
             title,
             osc,
             cursor_row: 0,
+            foreground: "",
         }
     }
 
@@ -232,6 +251,26 @@ mod tests {
         assert_eq!(r.classify(&view(&lines, "", &[])), Activity::Busy);
         lines[5] = "  /tmp/work".into();
         assert_eq!(r.classify(&view(&lines, "", &[])), Activity::Unknown);
+    }
+
+    #[test]
+    fn a_shell_is_busy_while_it_runs_anything_but_itself() {
+        let r = rules(
+            "[detect]\n[[detect.rules]]\nstate = \"idle\"\nprocess = \"^bash$\"\n\
+             [[detect.rules]]\nstate = \"busy\"\nprocess = \"^bash$\"\ninvert = true\n",
+        );
+        let lines = vec!["$ make".to_owned()];
+        let with = |foreground| ScreenView {
+            foreground,
+            ..view(&lines, "", &[])
+        };
+        assert_eq!(r.classify(&with("bash")), Activity::Idle);
+        assert_eq!(r.classify(&with("make")), Activity::Busy);
+        assert_eq!(
+            r.classify(&with("")),
+            Activity::Unknown,
+            "unknown says nothing"
+        );
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub struct ScreenView<'a> {
     pub osc: &'a [Vec<u8>],
     /// The cursor's row: where the input line is.
     pub cursor_row: u16,
+    /// The command name of the terminal's foreground process group leader
+    /// (what a shell is running now); empty when unknown.
+    pub foreground: &'a str,
 }
 
 /// How an adapter is built.

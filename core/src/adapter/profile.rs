@@ -106,6 +106,13 @@ pub struct Rule {
     pub osc: Option<Spanned<String>>,
     #[serde(default)]
     pub osc_prefix: Option<String>,
+    /// Regex over the command name of the terminal's foreground process
+    /// (e.g. busy while a shell runs anything but itself).
+    #[serde(default)]
+    pub process: Option<Spanned<String>>,
+    /// The rule applies when its pattern does *not* match.
+    #[serde(default)]
+    pub invert: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,6 +277,9 @@ pub struct Sample {
     /// Defaults to the last row holding text.
     #[serde(default)]
     pub cursor_row: Option<u16>,
+    /// The foreground process's command name.
+    #[serde(default)]
+    pub foreground: String,
     pub expect: Activity,
 }
 
@@ -322,6 +332,7 @@ impl Profile {
                     ("screen", &rule.screen),
                     ("title", &rule.title),
                     ("osc", &rule.osc),
+                    ("process", &rule.process),
                 ] {
                     if let Some(p) = pattern {
                         if let Err(e) = regex::Regex::new(p.get_ref()) {
@@ -334,11 +345,14 @@ impl Profile {
                         }
                     }
                 }
-                if rule.screen.is_none() && rule.title.is_none() && rule.osc.is_none() {
+                if [&rule.screen, &rule.title, &rule.osc, &rule.process]
+                    .iter()
+                    .all(|p| p.is_none())
+                {
                     let offset = text.find("[[detect.rules]]").unwrap_or(0);
                     return Err(at(
                         offset,
-                        format!("detect.rules[{i}]: give one of screen, title or osc"),
+                        format!("detect.rules[{i}]: give one of screen, title, osc or process"),
                     ));
                 }
             }

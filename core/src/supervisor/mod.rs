@@ -131,11 +131,18 @@ impl State {
         };
         let lines = self.model.lines();
         let osc: Vec<Vec<u8>> = self.model.recent_osc().map(<[u8]>::to_vec).collect();
+        let foreground = self
+            .pty
+            .foreground_group()
+            .and_then(|pgid| std::fs::read_to_string(format!("/proc/{pgid}/comm")).ok())
+            .map(|comm| comm.trim_end().to_owned())
+            .unwrap_or_default();
         let view = ScreenView {
             lines: &lines,
             title: self.model.title(),
             osc: &osc,
             cursor_row: self.model.cursor().0,
+            foreground: &foreground,
         };
         Ok(monitor.observe(&view, std::time::Instant::now()))
     }

@@ -66,5 +66,6 @@ pub fn view(lines: &[String]) -> ScreenView<'_> {
         title: "",
         osc: &[],
         cursor_row: lines.len().saturating_sub(1) as u16,
+        foreground: "",
     }
 }
