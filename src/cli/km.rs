@@ -126,7 +126,10 @@ fn monitor(session: &SessionName, cell_id: Option<&str>, oneshot: bool) -> i32 {
             } => {
                 if replaying {
                     tracker.replay(&id, status, &ts);
-                    if let (Some(_), Some(done)) = (cell_id, tracker.latest.take()) {
+                    // The given cell's completion ends it at once; without a
+                    // cell id the latest completion wins, at the end of the
+                    // replay (so only take it here when an id was given).
+                    if let Some(done) = cell_id.and_then(|_| tracker.latest.take()) {
                         emit_cell(session, &done.0, done.1, &done.2);
                         return 0;
                     }

@@ -33,10 +33,18 @@ use crate::time::now_iso;
 const HOOK_PROBE_QUIET: Duration = Duration::from_millis(50);
 /// How long set-up waits for its cue before it is typed anyway.
 const SETUP_CUE_WAIT: Duration = Duration::from_secs(2);
-/// After a Ctrl-C, the REPL counts as back at its prompt once it has drawn
-/// one, or once its output has been quiet this long (a Ctrl-C that reaches
-/// bash between two reads of its line editor draws no fresh prompt).
+/// After a Ctrl-C, the REPL counts as back at its prompt once its output
+/// has been quiet this long (agent-tty slept as long after each Ctrl-C).
+/// Code typed while the REPL still handles a Ctrl-C is thrown away with the
+/// line, and the number of prompts a Ctrl-C draws varies (none to two), so
+/// they are not counted.
 const INTERRUPT_SETTLE: Duration = Duration::from_millis(300);
+/// A Ctrl-C sent while a command ran that brought no prompt back within
+/// this time was lost (bash, between forking a command and handing it the
+/// terminal, takes it itself and lets the command run on): it is sent
+/// again, at most [`INTERRUPT_RETRIES`] times.
+const INTERRUPT_RETRY: Duration = Duration::from_secs(1);
+const INTERRUPT_RETRIES: u8 = 2;
 /// Line modes: start-up output must have been quiet this long before the
 /// REPL counts as started (repeat and hook modes).
 const STARTUP_QUIET: Duration = Duration::from_millis(150);
@@ -183,6 +191,16 @@ struct ActiveCell {
 /// it showed the prompt (exact-prompt mode), or its start-up output has been
 /// quiet for [`STARTUP_QUIET`] (repeat and hook modes); at most
 /// [`STARTUP_WAIT`].
+/// A Ctrl-C being handled (integration mode).
+struct Settling {
+    /// When the (last) Ctrl-C was sent.
+    sent: Instant,
+    /// It was sent while a command ran: the REPL shows a prompt when the
+    /// command has stopped.
+    awaiting_prompt: bool,
+    retries: u8,
+}
+
 #[derive(Default)]
 struct LineStartup {
     last_output: Option<Instant>,
@@ -224,11 +242,13 @@ pub struct CellEngine {
     /// Line modes, until the REPL has started.
     line_startup: Option<LineStartup>,
     seen_setup_mark: bool,
-    /// Integration: a Ctrl-C was sent and the REPL may not be at its prompt
-    /// yet; cells wait (see [`INTERRUPT_SETTLE`]). How many prompts the
-    /// Ctrl-C draws varies (none, one, or two), so none is counted: a
-    /// cell's frame starts only at its own start mark.
-    settling: bool,
+    /// Integration: a Ctrl-C was sent and the REPL may still be handling
+    /// it; cells wait (see [`INTERRUPT_SETTLE`]). The prompts it draws are
+    /// not counted: a cell's frame starts only at its own start mark.
+    settling: Option<Settling>,
+    /// Integration: a command runs (a start mark came after the last end
+    /// mark).
+    repl_busy: bool,
     /// When the REPL last printed anything.
     last_output: Instant,
     created: Instant,
@@ -267,7 +287,8 @@ impl CellEngine {
             notes,
             stripper: AnsiStripper::default(),
             seen_setup_mark: false,
-            settling: false,
+            settling: None,
+            repl_busy: false,
             last_output: Instant::now(),
             created: Instant::now(),
             setup_typed: false,
@@ -369,18 +390,15 @@ impl CellEngine {
     pub fn on_output(&mut self, bytes: &[u8]) {
         self.last_output = Instant::now();
         self.watch_setup_cue(bytes);
-        let mut pieces: Vec<(bool, Vec<u8>)> = Vec::new();
-        self.stripper.feed(bytes, &mut |p| match p {
-            Piece::Text(t) => pieces.push((true, t.to_vec())),
-            Piece::Osc(o) => pieces.push((false, o.to_vec())),
+        // The stripper is taken out for the call so that its pieces go
+        // straight to the handlers: a flood arrives in chunks of megabytes,
+        // and copying each piece first would double what the engine holds.
+        let mut stripper = std::mem::take(&mut self.stripper);
+        stripper.feed(bytes, &mut |p| match p {
+            Piece::Text(t) => self.on_text(t),
+            Piece::Osc(o) => self.on_osc(o),
         });
-        for (is_text, data) in pieces {
-            if is_text {
-                self.on_text(&data);
-            } else {
-                self.on_osc(&data);
-            }
-        }
+        self.stripper = stripper;
     }
 
     fn on_text(&mut self, text: &[u8]) {
@@ -415,7 +433,14 @@ impl CellEngine {
                 self.seen_setup_mark = true;
                 return;
             }
+            if payload == format!("133;C;{}", self.config.token).as_bytes() {
+                self.repl_busy = true;
+            }
             if IntegrationDetector::end_mark(payload, &self.config.token).is_some() {
+                self.repl_busy = false;
+                if let Some(s) = self.settling.as_mut() {
+                    s.awaiting_prompt = false;
+                }
                 if !self.at_prompt {
                     // The first marked prompt after set-up, or the prompt an
                     // interrupt produced: the REPL is ready for code now.
@@ -423,12 +448,6 @@ impl CellEngine {
                         self.at_prompt = true;
                         self.send_pending();
                     }
-                    return;
-                }
-                if self.settling {
-                    // A fresh prompt after a Ctrl-C: ready for code again.
-                    self.settling = false;
-                    self.send_pending();
                     return;
                 }
             }
@@ -444,6 +463,32 @@ impl CellEngine {
         }
     }
 
+    /// After a Ctrl-C: a lost one is sent again; once the REPL is back at
+    /// its prompt and quiet, a cell that was waiting is typed.
+    fn settle_interrupt(&mut self, now: Instant) {
+        let Some(s) = self.settling.as_mut() else {
+            return;
+        };
+        if s.awaiting_prompt {
+            if now < s.sent + INTERRUPT_RETRY {
+                return;
+            }
+            if s.retries < INTERRUPT_RETRIES {
+                s.retries += 1;
+                s.sent = now;
+                self.last_output = now;
+                self.writer.write(vec![0x03]);
+                return;
+            }
+            // Still busy: the REPL ignores Ctrl-C. The cell is typed ahead
+            // and runs when the REPL gets to it (or times out).
+        } else if now < self.last_output + INTERRUPT_SETTLE {
+            return;
+        }
+        self.settling = None;
+        self.send_pending();
+    }
+
     /// Line modes: the REPL has started; a cell that was waiting is typed.
     fn line_started(&mut self) {
         self.line_startup = None;
@@ -452,7 +497,7 @@ impl CellEngine {
     }
 
     fn send_pending(&mut self) {
-        if self.settling || !self.at_prompt {
+        if self.settling.is_some() || !self.at_prompt {
             return;
         }
         if let Some(input) = self.active.as_mut().and_then(|c| c.pending_input.take()) {
@@ -498,9 +543,10 @@ impl CellEngine {
                 .filter(|p| *p > Instant::now());
             probe.map_or(cell.deadline, |p| p.min(cell.deadline))
         });
-        let settle = self
-            .settling
-            .then(|| self.last_output + INTERRUPT_SETTLE);
+        let settle = self.settling.as_ref().map(|s| match s.awaiting_prompt {
+            true => s.sent + INTERRUPT_RETRY,
+            false => self.last_output + INTERRUPT_SETTLE,
+        });
         [startup, cell, settle].into_iter().flatten().min()
     }
 
@@ -515,10 +561,7 @@ impl CellEngine {
                 self.line_started();
             }
         }
-        if self.settling && now >= self.last_output + INTERRUPT_SETTLE {
-            self.settling = false;
-            self.send_pending();
-        }
+        self.settle_interrupt(now);
         let Some(cell) = self.active.as_mut().filter(|c| !c.timed_out) else {
             return;
         };
@@ -611,7 +654,7 @@ impl CellEngine {
             Err(message) => return Err(error_reply(None, format!("send failed: {message}"))),
         };
         let now = Instant::now();
-        let ready = self.at_prompt && !self.settling;
+        let ready = self.at_prompt && self.settling.is_none();
         if ready {
             self.writer.write(input.clone());
         }
@@ -779,8 +822,13 @@ impl CellEngine {
                     // Code typed while the REPL is still handling the
                     // Ctrl-C could be eaten: the next cell waits for it to
                     // settle.
-                    self.settling = true;
-                    self.last_output = Instant::now();
+                    let now = Instant::now();
+                    self.settling = Some(Settling {
+                        sent: now,
+                        awaiting_prompt: self.repl_busy,
+                        retries: 0,
+                    });
+                    self.last_output = now;
                 }
             }
             FrameMode::Repeat | FrameMode::Hook(_) => bytes.extend(b"\r".repeat(FRAME_ENTERS)),

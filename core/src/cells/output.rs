@@ -9,6 +9,9 @@
 
 /// Bytes of output kept per cell.
 pub const OUTPUT_LIMIT: usize = 4 << 20;
+/// Buffers are cut back to [`OUTPUT_LIMIT`] when they pass this: at most a
+/// quarter more is held, and each cut moves 4 MiB per MiB of new output.
+const TRIM_AT: usize = OUTPUT_LIMIT + OUTPUT_LIMIT / 4;
 
 #[derive(Default)]
 pub struct OutputBuffer {
@@ -18,8 +21,17 @@ pub struct OutputBuffer {
 
 impl OutputBuffer {
     pub fn push(&mut self, data: &[u8]) {
+        // A chunk bigger than the limit (floods arrive in chunks of
+        // megabytes) replaces everything before it.
+        if data.len() >= OUTPUT_LIMIT {
+            self.dropped += self.bytes.len() + data.len() - OUTPUT_LIMIT;
+            self.bytes.clear();
+            self.bytes
+                .extend_from_slice(&data[data.len() - OUTPUT_LIMIT..]);
+            return;
+        }
         self.bytes.extend_from_slice(data);
-        if self.bytes.len() > 2 * OUTPUT_LIMIT {
+        if self.bytes.len() > TRIM_AT {
             self.trim();
         }
     }
@@ -66,7 +78,7 @@ impl LineTail {
     pub fn push(&mut self, line: String) {
         self.text.extend_from_slice(line.as_bytes());
         self.text.push(b'\n');
-        if self.text.len() > 2 * OUTPUT_LIMIT {
+        if self.text.len() > TRIM_AT {
             self.trim();
         }
     }

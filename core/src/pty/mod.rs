@@ -218,7 +218,7 @@ impl PtyProcess {
 }
 
 /// Most bytes merged into one chunk while the consumer is behind.
-const MAX_COALESCED: usize = 8 << 20;
+const MAX_COALESCED: usize = 1 << 20;
 
 /// Hands `chunk` to the event loop. While the loop is behind (the channel is
 /// full) and more output is already waiting in the PTY, it is read and

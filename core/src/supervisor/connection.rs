@@ -139,7 +139,11 @@ impl Connection {
                         Ok(Err(reply)) => Response::Cell(reply),
                         Ok(Ok(done)) => {
                             let mut exit = self.shared.exit.clone();
+                            // The engine answers a cell the REPL took down with
+                            // it before the exit is announced: its reply (with
+                            // the cell and the exit) must win over the bare one.
                             tokio::select! {
+                                biased;
                                 reply = done => reply.map(Response::Cell).unwrap_or_else(|_| Response::Error { message: "result missing".into() }),
                                 _ = exited(&mut exit) => Response::Error { message: "session exited".into() },
                             }

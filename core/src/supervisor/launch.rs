@@ -78,6 +78,7 @@ pub fn spawn_detached(
 /// Returns the process exit code.
 pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
     reset_signals();
+    return_large_buffers_to_the_system();
     let mut spec = Vec::new();
     if std::io::stdin().read_to_end(&mut spec).is_err() {
         return 2;
@@ -139,6 +140,20 @@ fn reset_signals() {
         // SAFETY: restoring the default disposition before any thread or
         // handler exists.
         let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+    }
+}
+
+/// A flood passes through buffers of up to a few MiB (merged PTY chunks, a
+/// cell's kept output and its reply). glibc raises its mmap threshold each
+/// time such a buffer is freed, after which they come from the heap and
+/// fragment it, so a long-lived supervisor's footprint creeps up with the
+/// output it has seen. A fixed threshold keeps every large buffer mapped
+/// and returned on free: the footprint stays bounded.
+fn return_large_buffers_to_the_system() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only tunes the allocator; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
     }
 }
 

@@ -36,9 +36,11 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// Output chunks buffered for each attached client before it counts as
 /// lagging (it then gets a fresh redraw instead of the missed bytes).
-const CLIENT_BUFFER: usize = 1024;
+const CLIENT_BUFFER: usize = 64;
 /// How long a `k` session's REPL may take to finish shell-integration set-up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
+/// PTY chunks queued for the event loop.
+const PTY_QUEUE: usize = 8;
 /// How long connections may take to say goodbye after the child exited.
 const CLIENT_FAREWELL: Duration = Duration::from_secs(1);
 
@@ -220,7 +222,9 @@ impl Supervisor {
         };
         replaced_stale |= outcome == BindOutcome::ReplacedStale;
 
-        let (events_tx, events) = mpsc::channel(256);
+        // Few slots: in a flood the reader merges what waits into one chunk
+        // (see pty::send_coalesced), so this bounds the bytes in flight.
+        let (events_tx, events) = mpsc::channel(PTY_QUEUE);
         let spawn = config.spawn.clone();
         let pty = match PtyProcess::spawn(&spawn, events_tx) {
             Ok(p) => p,
