@@ -121,6 +121,10 @@ struct SpawnArgs {
     /// Terminal columns while nobody is attached.
     #[arg(long, default_value_t = 80)]
     cols: u16,
+    /// Record the session (output, input, resizes) as asciicast v2 to FILE,
+    /// which `asciinema play` replays.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// The adapter that reads this program's screen (default: the one that
     /// claims the command; see `agent-comms adapters list`).
     #[arg(long)]
@@ -314,12 +318,22 @@ fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
             env_remove: Vec::new(),
             rows: spawn.rows,
             cols: spawn.cols,
+            record: spawn.record.map(absolute),
         },
         command_line,
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
         cells: None,
         adapter,
     })
+}
+
+/// `path` made absolute against the current directory (the supervisor runs
+/// elsewhere).
+fn absolute(path: PathBuf) -> PathBuf {
+    if path.is_absolute() {
+        return path;
+    }
+    std::env::current_dir().map_or(path.clone(), |cwd| cwd.join(path))
 }
 
 /// A client for `name`, with a clear error for missing and stale sessions.

@@ -190,10 +190,17 @@ fn positive(raw: Option<&String>, flag: &str, usage: &str, out: &mut dyn Write) 
 fn new(rest: &[String], out: &mut dyn Write) -> i32 {
     let name = valid_name(&rest[0]);
     let mut prompt: Option<String> = None;
+    let mut record: Option<PathBuf> = None;
     let mut words = Vec::new();
     for a in &rest[1..] {
         if let Some(p) = a.strip_prefix("--prompt=") {
             prompt = Some(p.to_owned());
+        } else if let Some(path) = a.strip_prefix("--record=") {
+            let path = Path::new(path);
+            record = Some(match std::env::current_dir() {
+                Ok(cwd) if path.is_relative() => cwd.join(path),
+                _ => path.to_owned(),
+            });
         } else {
             words.push(a.as_str());
         }
@@ -239,6 +246,7 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
             env_remove: vec!["K_SESSION".into()],
             rows: 50,
             cols: 200,
+            record,
         },
         command_line: command_line.clone(),
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,

@@ -6,6 +6,8 @@
 //! that stops reading fills the tty buffer (4 KiB on Linux) and a blocked write
 //! must never stall the supervisor's event loop.
 
+pub mod cast;
+
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -22,6 +24,8 @@ pub enum PtyError {
     Spawn { program: String, reason: String },
     #[error("working directory {0} does not exist or is not a directory")]
     BadCwd(String),
+    #[error("cannot write the recording {path}: {reason}")]
+    Record { path: String, reason: String },
     #[error("the pseudo-terminal is gone: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -37,6 +41,9 @@ pub struct SpawnSpec {
     pub env_remove: Vec<String>,
     pub rows: u16,
     pub cols: u16,
+    /// Record the session as asciicast v2 here.
+    #[serde(default)]
+    pub record: Option<PathBuf>,
 }
 
 /// Everything the PTY produces, in order, on one channel.
@@ -55,6 +62,7 @@ pub struct PtyProcess {
     master: Box<dyn MasterPty + Send>,
     input: PtyWriter,
     pid: u32,
+    recorder: Option<cast::SharedRecorder>,
 }
 
 /// A cloneable handle that queues bytes for the child, in order.
@@ -75,6 +83,16 @@ impl PtyProcess {
             return Err(PtyError::BadCwd(spec.cwd.display().to_string()));
         }
         let program = spec.argv.first().cloned().unwrap_or_default();
+        let recorder = match &spec.record {
+            Some(path) => Some(
+                cast::CastRecorder::create(path, spec.rows, spec.cols, &spec.argv.join(" "))
+                    .map_err(|e| PtyError::Record {
+                        path: path.display().to_string(),
+                        reason: e.to_string(),
+                    })?,
+            ),
+            None => None,
+        };
         let pair = native_pty_system()
             .openpty(size(spec.rows, spec.cols))
             .map_err(|e| PtyError::Open(e.to_string()))?;
@@ -111,6 +129,7 @@ impl PtyProcess {
             .map_err(|e| PtyError::Open(e.to_string()))?;
         let out = events.clone();
         let master_fd = pair.master.as_raw_fd();
+        let output_recorder = recorder.clone();
         std::thread::Builder::new()
             .name("pty-reader".into())
             .spawn(move || {
@@ -119,6 +138,9 @@ impl PtyProcess {
                     match reader.read(&mut buf) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
+                            if let Some(r) = &output_recorder {
+                                lock(r).output(&buf[..n]);
+                            }
                             if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, master_fd) {
                                 return;
                             }
@@ -156,10 +178,14 @@ impl PtyProcess {
             .take_writer()
             .map_err(|e| PtyError::Open(e.to_string()))?;
         let (input, input_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let input_recorder = recorder.clone();
         std::thread::Builder::new()
             .name("pty-writer".into())
             .spawn(move || {
                 for chunk in input_rx {
+                    if let Some(r) = &input_recorder {
+                        lock(r).input(&chunk);
+                    }
                     if writer
                         .write_all(&chunk)
                         .and_then(|_| writer.flush())
@@ -174,6 +200,7 @@ impl PtyProcess {
             master: pair.master,
             input: PtyWriter(input),
             pid,
+            recorder,
         })
     }
 
@@ -187,6 +214,9 @@ impl PtyProcess {
     }
 
     pub fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError> {
+        if let Some(r) = &self.recorder {
+            lock(r).resize(rows, cols);
+        }
         self.master
             .resize(size(rows, cols))
             .map_err(|e| PtyError::Open(e.to_string()))
@@ -215,6 +245,10 @@ impl PtyProcess {
             let _ = killpg(Pid::from_raw(fg), signal);
         }
     }
+}
+
+fn lock(recorder: &cast::SharedRecorder) -> std::sync::MutexGuard<'_, cast::CastRecorder> {
+    recorder.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Most bytes merged into one chunk while the consumer is behind.

@@ -1,0 +1,61 @@
+//! `--record FILE`: a session recorded as asciicast v2, as asciinema reads
+//! it — header, then output and input events in order.
+
+mod common;
+
+use common::TestEnv;
+use serde_json::Value;
+
+#[test]
+fn a_recorded_session_holds_its_input_and_output() {
+    let env = TestEnv::new();
+    let cast = env.base().join("s.cast");
+    let cast_arg = cast.display().to_string();
+    env.start(
+        "rec",
+        &[
+            "--record",
+            &cast_arg,
+            "--env",
+            "PS1=$ ",
+            "--",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
+    );
+    env.send_line("rec", "echo recorded-$((6*7))");
+    env.wait_screen("rec", "recorded-42");
+    env.run_ok(&["session", "kill", "rec"]);
+
+    let text = std::fs::read_to_string(&cast).unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let header = lines.next().unwrap();
+    assert_eq!(header["version"], 2, "{header}");
+    assert_eq!(
+        (header["width"].as_u64(), header["height"].as_u64()),
+        (Some(80), Some(24))
+    );
+    let events: Vec<Value> = lines.collect();
+    let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "timestamps go forward"
+    );
+    let joined = |kind: &str| -> String {
+        events
+            .iter()
+            .filter(|e| e[1] == kind)
+            .map(|e| e[2].as_str().unwrap())
+            .collect()
+    };
+    assert!(joined("i").contains("echo recorded-$((6*7))"), "{text}");
+    assert!(joined("o").contains("recorded-42"), "{text}");
+    let mode = std::fs::metadata(&cast).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+}
