@@ -204,15 +204,24 @@ impl Registry {
 
     /// The live record of `name`, if any. Removes a stale one.
     pub fn check(&self, name: &SessionName) -> Option<Liveness> {
-        let paths = self.paths(name);
-        let record: SessionRecord = fs::read(&paths.record)
+        let record = self.record(name)?;
+        Some(self.judge(record))
+    }
+
+    /// The record of `name` as written, whether or not its supervisor lives.
+    pub fn record(&self, name: &SessionName) -> Option<SessionRecord> {
+        fs::read(self.paths(name).record)
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())?;
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// Live or stale; a stale record and its socket are removed.
+    pub fn judge(&self, record: SessionRecord) -> Liveness {
         if is_dialable(&record.socket) || pid_alive(record.supervisor_pid) {
-            return Some(Liveness::Live(record));
+            return Liveness::Live(record);
         }
-        self.remove_files(&paths, &record.socket);
-        Some(Liveness::Stale(record))
+        self.remove_files(&self.paths(&record.name), &record.socket);
+        Liveness::Stale(record)
     }
 
     /// Removes what a session left behind (record and socket; the log stays

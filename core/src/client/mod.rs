@@ -56,13 +56,20 @@ impl Client {
     /// reported as [`ClientError::Stale`].
     pub fn for_session(name: &SessionName) -> Result<(Self, SessionRecord), ClientError> {
         let registry = Registry::new(ensure_runtime_root()?);
-        match registry.check(name) {
-            None => Err(SessionError::NotFound(name.to_string()).into()),
-            Some(Liveness::Stale(r)) => Err(ClientError::Stale {
+        let record = registry
+            .record(name)
+            .ok_or_else(|| SessionError::NotFound(name.to_string()))?;
+        // The common case costs one connect; only a socket that refuses is
+        // looked at more closely (and cleaned up when stale).
+        if let Ok(client) = Self::connect(&record.socket) {
+            return Ok((client, record));
+        }
+        match registry.judge(record) {
+            Liveness::Stale(r) => Err(ClientError::Stale {
                 name: name.to_string(),
                 supervisor_pid: r.supervisor_pid,
             }),
-            Some(Liveness::Live(record)) => {
+            Liveness::Live(record) => {
                 let client =
                     Self::connect(&record.socket).map_err(|source| ClientError::Connect {
                         name: name.to_string(),
