@@ -261,6 +261,12 @@ pub struct Repl {
     /// Type the set-up only once the REPL printed this text.
     #[serde(default)]
     pub setup_after: Option<String>,
+    /// Typed after an interrupt, once the REPL looks settled: a no-op that
+    /// prints `ESC]133;B;{barrier}BEL`. When that mark comes back, whatever
+    /// the Ctrl-C did is over, and the next cell is typed. Without one,
+    /// the next cell waits for quiet.
+    #[serde(default)]
+    pub interrupt_barrier: Option<String>,
 }
 
 /// A recorded screen and the classification it must get (`adapters check`).

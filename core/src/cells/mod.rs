@@ -45,6 +45,10 @@ const INTERRUPT_SETTLE: Duration = Duration::from_millis(300);
 /// again, at most [`INTERRUPT_RETRIES`] times.
 const INTERRUPT_RETRY: Duration = Duration::from_secs(1);
 const INTERRUPT_RETRIES: u8 = 2;
+/// How long a barrier may take to come back before another is typed, and
+/// how many are typed at most.
+const BARRIER_RETRY: Duration = Duration::from_secs(1);
+const BARRIER_TRIES: u32 = 5;
 /// Line modes: start-up output must have been quiet this long before the
 /// REPL counts as started (repeat and hook modes).
 const STARTUP_QUIET: Duration = Duration::from_millis(150);
@@ -84,6 +88,7 @@ pub struct Integration {
     pub exit_status: bool,
     pub newline_after_start: bool,
     pub setup_after: Option<String>,
+    pub interrupt_barrier: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -157,6 +162,7 @@ fn render(name: &str, r: &Repl, token: &str) -> Integration {
         exit_status: r.exit_status,
         newline_after_start: r.newline_after_start,
         setup_after: r.setup_after.clone(),
+        interrupt_barrier: r.interrupt_barrier.clone(),
     }
 }
 
@@ -199,6 +205,8 @@ struct Settling {
     /// command has stopped.
     awaiting_prompt: bool,
     retries: u8,
+    /// The last barrier typed (its number) and when.
+    barrier: Option<(u32, Instant)>,
 }
 
 #[derive(Default)]
@@ -436,6 +444,9 @@ impl CellEngine {
             if payload == format!("133;C;{}", self.config.token).as_bytes() {
                 self.repl_busy = true;
             }
+            if self.barrier_mark(payload) {
+                return;
+            }
             if IntegrationDetector::end_mark(payload, &self.config.token).is_some() {
                 self.repl_busy = false;
                 if let Some(s) = self.settling.as_mut() {
@@ -485,8 +496,45 @@ impl CellEngine {
         } else if now < self.last_output + INTERRUPT_SETTLE {
             return;
         }
+        if let Some(template) = self.interrupt_barrier() {
+            // A barrier typed while the Ctrl-C is still being handled can
+            // be discarded with the line it was read into: type another.
+            let s = self.settling.as_mut().expect("checked above");
+            match s.barrier {
+                Some((_, typed)) if now < typed + BARRIER_RETRY => return,
+                Some((n, _)) if n >= BARRIER_TRIES => {}
+                previous => {
+                    let n = previous.map_or(1, |(n, _)| n + 1);
+                    s.barrier = Some((n, now));
+                    let mark = format!("{};{n}", self.config.token);
+                    self.writer
+                        .write(format!("{}\r", template.replace("{barrier}", &mark)).into_bytes());
+                    return;
+                }
+            }
+        }
         self.settling = None;
         self.send_pending();
+    }
+
+    fn interrupt_barrier(&self) -> Option<String> {
+        match &self.config.frame {
+            FrameMode::Integration(i) => i.interrupt_barrier.clone(),
+            _ => None,
+        }
+    }
+
+    /// The mark of the latest barrier came back: the interrupt is over.
+    fn barrier_mark(&mut self, payload: &[u8]) -> bool {
+        let Some((n, _)) = self.settling.as_ref().and_then(|s| s.barrier) else {
+            return false;
+        };
+        if payload != format!("133;B;{};{n}", self.config.token).as_bytes() {
+            return false;
+        }
+        self.settling = None;
+        self.send_pending();
+        true
     }
 
     /// Line modes: the REPL has started; a cell that was waiting is typed.
@@ -543,10 +591,14 @@ impl CellEngine {
                 .filter(|p| *p > Instant::now());
             probe.map_or(cell.deadline, |p| p.min(cell.deadline))
         });
-        let settle = self.settling.as_ref().map(|s| match s.awaiting_prompt {
-            true => s.sent + INTERRUPT_RETRY,
-            false => self.last_output + INTERRUPT_SETTLE,
-        });
+        let settle = self
+            .settling
+            .as_ref()
+            .map(|s| match (s.awaiting_prompt, s.barrier) {
+                (true, _) => s.sent + INTERRUPT_RETRY,
+                (false, Some((_, typed))) => typed + BARRIER_RETRY,
+                (false, None) => self.last_output + INTERRUPT_SETTLE,
+            });
         [startup, cell, settle].into_iter().flatten().min()
     }
 
@@ -827,6 +879,7 @@ impl CellEngine {
                         sent: now,
                         awaiting_prompt: self.repl_busy,
                         retries: 0,
+                        barrier: None,
                     });
                     self.last_output = now;
                 }
