@@ -122,7 +122,7 @@ pub fn section(bench: &Bench) -> Section {
              a Wasm component with `WasmPlugin::load`, once into an empty compile cache (compile, link, \
              instantiate, `info`) and then from a warm cache (map, link, instantiate, `info`)."
                 .into(),
-            "The plugins are the release builds: `cargo build --release` builds `native-gemini`, \
+            "The plugins are the release builds: `cargo build --release --workspace` builds `native-gemini`, \
              `scripts/build-plugins` builds `wasm-gemini`."
                 .into(),
         ],
@@ -188,7 +188,7 @@ fn native(target_dir: &Path) -> anyhow::Result<NativePlugin> {
     ));
     ensure!(
         path.is_file(),
-        "{} not found: cargo build --release",
+        "{} not found: cargo build --release --workspace",
         path.display()
     );
     Ok(NativePlugin::load(&path)?)

@@ -39,7 +39,7 @@ impl Row {
 pub fn render(machine: &Machine, command: &str, sections: &[Section]) -> String {
     let mut md = String::from("# Benchmarks\n\n");
     md.push_str(&format!(
-        "Made by `{command}` on {} (after `cargo build --release`, which builds the binaries it \
+        "Made by `{command}` on {} (after `cargo build --release --workspace` and `scripts/build-plugins`, which build what it \
          measures). Every number below comes from that one run, side by side; numbers from \
          other machines or runs are not comparable. Medians; p99 is the nearest-rank \
          percentile. MB = 10^6 bytes.\n\n",
