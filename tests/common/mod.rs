@@ -430,20 +430,7 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// True when `pid` names a process that has not exited (zombies count as
 /// exited: they only wait to be reaped).
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
-}
+pub use agent_comms_core::session::pid_alive;
 
 /// Waits until `pid` has exited, at most `timeout`; true if it has. Uses a
 /// pidfd, which becomes readable when the process exits (reaped or not).
