@@ -20,24 +20,7 @@ use nix::unistd::Pid;
 const GRACE: Duration = Duration::from_secs(5);
 
 /// Waits until `pid` has exited, at most `timeout`; true if it is gone.
-pub fn wait_gone(pid: u32, timeout: Duration) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        // ESRCH: already gone (and reaped).
-        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-    }
-    // SAFETY: the syscall returned a descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let mut poll = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut poll, 1, ms) > 0 }
-}
+pub use agent_comms_core::session::wait_gone;
 
 /// Sends `signal` to `pid`, then SIGKILL if it is still there after a grace
 /// period; returns once it is gone.

@@ -274,6 +274,48 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// Waits until `pid` has exited (a zombie counts), at most `timeout`; true
+/// when it is gone. Supervisors are not our children, so `waitpid` cannot
+/// see them end; a pidfd can, as an event. Kernels without pidfds get a
+/// bounded poll of `/proc`.
+pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::Instant;
+
+    let deadline = Instant::now() + timeout;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if raw < 0 {
+        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return true;
+        }
+        while pid_alive(pid) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        return true;
+    }
+    // SAFETY: the syscall returned a descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 && std::io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return n > 0 || !pid_alive(pid);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,6 +344,10 @@ mod tests {
         assert!(!pid_alive(0));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
+        assert!(
+            wait_gone(pid, std::time::Duration::from_secs(10)),
+            "a zombie counts as gone"
+        );
         // Not yet reaped: a zombie once it exits.
         while pid_alive(pid) {
             std::thread::yield_now();

@@ -268,7 +268,10 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
                 Response::Exited(info) => info,
                 other => bail!("unexpected reply to kill: {other:?}"),
             };
-            wait_gone(record.supervisor_pid);
+            agent_comms_core::session::wait_gone(
+                record.supervisor_pid,
+                std::time::Duration::from_secs(5),
+            );
             if json {
                 println!(
                     "{}",
@@ -398,12 +401,4 @@ fn report_end(name: &str, end: StreamEnd) -> anyhow::Result<i32> {
         StreamEnd::Lost => bail!("lost the connection to session '{name}'"),
     }
     Ok(0)
-}
-
-/// Waits (bounded) until the supervisor process is gone.
-fn wait_gone(pid: u32) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while agent_comms_core::session::pid_alive(pid) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
 }

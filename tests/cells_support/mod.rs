@@ -482,30 +482,9 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
-/// True when `pid` has not exited (a zombie has).
-pub fn pid_alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(
-            stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()),
-            Some('Z') | Some('X') | None
-        ),
-        Err(_) => false,
-    }
-}
-
-/// Waits until `pid` has exited, at most `timeout`; true if it has. A
-/// process's end has no event a non-parent can wait on portably, so this
-/// polls /proc, bounded.
-pub fn wait_gone(pid: u32, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    while pid_alive(pid) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
-}
+/// True when `pid` has not exited (a zombie has), and the wait for it to be
+/// gone (a pidfd event): both from core.
+pub use agent_comms_core::session::{pid_alive, wait_gone};
 
 /// Polls `check` until it returns `Some`, for states the contract offers
 /// only by polling; fails the test after [`TIMEOUT`].

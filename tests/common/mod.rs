@@ -432,45 +432,9 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// exited: they only wait to be reaped).
 pub use agent_comms_core::session::pid_alive;
 
-/// Waits until `pid` has exited, at most `timeout`; true if it has. Uses a
-/// pidfd, which becomes readable when the process exits (reaped or not).
-pub fn wait_pid_gone(pid: u32, timeout: Duration) -> bool {
-    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
-    if fd < 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::ESRCH) {
-            return true;
-        }
-        // No pidfds (old kernel): fall back to bounded polling.
-        let deadline = Instant::now() + timeout;
-        while pid_alive(pid) {
-            if Instant::now() > deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        return true;
-    }
-    let deadline = Instant::now() + timeout;
-    let gone = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        break n > 0;
-    };
-    // SAFETY: our own fd.
-    unsafe { libc::close(fd) };
-    gone || !pid_alive(pid)
-}
+/// Waits until `pid` has exited, at most `timeout`; true if it has (a
+/// pidfd event, from core).
+pub use agent_comms_core::session::wait_gone as wait_pid_gone;
 
 /// `pid (comm) state` plus its command line, for failure messages.
 fn describe(pid: u32) -> String {
