@@ -16,6 +16,10 @@ fn repo() -> PathBuf {
 /// A user profile for bash whose rules read `WORKING`/`READY` lines, with
 /// `plugin` when given.
 fn install_profile(env: &TestEnv, name: &str, plugin: Option<PathBuf>) {
+    install_profile_debounced(env, name, plugin, 0);
+}
+
+fn install_profile_debounced(env: &TestEnv, name: &str, plugin: Option<PathBuf>, debounce_ms: u64) {
     let dir = env.home.join("providers");
     std::fs::create_dir_all(&dir).unwrap();
     let plugin = plugin.map_or(String::new(), |p| {
@@ -23,7 +27,7 @@ fn install_profile(env: &TestEnv, name: &str, plugin: Option<PathBuf>) {
     });
     let text = format!(
         "schema = 1\nname = \"{name}\"\nversion = \"0.1.0\"\nkind = \"agent\"\ncommands = [\"{name}-prog\"]\n{plugin}\
-         [detect]\ndebounce_ms = 0\n\
+         [detect]\ndebounce_ms = {debounce_ms}\n\
          [[detect.rules]]\nstate = \"busy\"\nscreen = \"^WORKING\"\n\
          [[detect.rules]]\nstate = \"idle\"\nscreen = \"^READY\"\n"
     );
@@ -67,6 +71,26 @@ fn the_rules_read_a_live_screen() {
     wait_until("the rules to see WORKING", || {
         activity(&env, "s")["activity"] == "busy"
     });
+}
+
+/// The debounce sees every screen the program shows, not only the ones
+/// somebody asked about: a busy moment nobody queried still holds idle back.
+#[test]
+fn a_busy_moment_between_two_questions_holds_idle_back() {
+    let env = TestEnv::new();
+    install_profile_debounced(&env, "slow", None, 60_000);
+    start_shell(&env, "s", "slow");
+    env.send_line("s", "clear; echo WORKING; sleep 1; clear");
+    env.wait_screen("s", "WORKING");
+    wait_until("the screen to be back at the prompt", || {
+        !env.snapshot("s").contains("WORKING")
+    });
+    let a = activity(&env, "s");
+    assert_eq!(
+        (a["raw"].as_str(), a["activity"].as_str()),
+        (Some("idle"), Some("busy")),
+        "{a}"
+    );
 }
 
 #[test]

@@ -426,6 +426,12 @@ impl Supervisor {
         if let Some(cells) = state.cells.as_mut() {
             cells.on_output(&bytes);
         }
+        if state.activity.is_some() {
+            // The debounce needs every screen the program shows, not only
+            // the ones somebody asked about: a busy moment between two
+            // requests must still hold idle back.
+            let _ = state.activity();
+        }
         drop(state);
         // No receivers is the common case and not an error.
         let _ = self.shared.output.send(Arc::new(bytes));
