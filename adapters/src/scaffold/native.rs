@@ -27,7 +27,7 @@ mod tests {
     use agent_comms_core::adapter::{check::run_samples, Profile};
 
     /// Building it and running its samples through the built plugin is the
-    /// CLI's test (tests/adapters_native.rs).
+    /// CLI's test (tests/adapters_scaffold.rs).
     #[test]
     fn the_native_scaffold_names_its_library_and_its_samples_pass_the_rules() {
         let dir = tempfile::tempdir().unwrap();

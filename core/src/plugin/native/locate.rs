@@ -81,8 +81,15 @@ mod tests {
         assert_eq!(locate(&named).unwrap(), outer);
         let debug = build("ws/target/debug");
         assert_eq!(locate(&named).unwrap(), debug, "nearest first");
-        std::thread::sleep(std::time::Duration::from_millis(20));
         let release = build("ws/target/release");
+        // Make the debug build the older one, explicitly (no waiting for
+        // the clock to tick between two writes).
+        let earlier = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&debug)
+            .and_then(|f| f.set_modified(earlier))
+            .unwrap();
         assert_eq!(locate(&named).unwrap(), release, "built last");
         std::fs::write(&named, b"").unwrap();
         assert_eq!(
