@@ -427,19 +427,15 @@ impl Bg {
         if let Some(s) = self.status {
             return s;
         }
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                self.status = Some(s);
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "`{}` did not exit within {TIMEOUT:?}",
-                self.what
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // Its exit is an event (a pidfd); then reaping it does not block.
+        assert!(
+            wait_gone(self.child.id(), TIMEOUT),
+            "`{}` did not exit within {TIMEOUT:?}",
+            self.what
+        );
+        let s = self.child.wait().expect("wait");
+        self.status = Some(s);
+        s
     }
 
     /// Everything it printed after the lines already read, once it exited.
