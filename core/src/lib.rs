@@ -17,10 +17,14 @@
 //! - [`client`]: the blocking client used by the short-lived CLI commands.
 //! - [`adapter`]: the adapter interface, TOML profiles and their registry.
 //! - [`cells`]: persistent REPL cells (`k`/`km`) on top of the supervisor.
+//! - [`store`]: the control-plane record (agents, runtimes, invocations and
+//!   delivery attempts) in the project's `.agent-comms/state.db`.
 
 pub mod adapter;
 pub mod cells;
 pub mod client;
+pub mod control;
+pub mod delivery;
 pub mod keys;
 pub mod paths;
 pub mod plugin;
@@ -28,5 +32,6 @@ pub mod pty;
 pub mod screen;
 pub mod session;
 pub mod socket;
+pub mod store;
 pub mod supervisor;
 pub mod time;

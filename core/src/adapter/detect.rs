@@ -109,7 +109,7 @@ impl CompiledRule {
     /// applies to no rule, inverted or not: it says nothing.
     fn matches(&self, view: &ScreenView<'_>) -> bool {
         let found = match self.kind {
-            SignalKind::Screen => region_rows(view, self.region)
+            SignalKind::Screen => region_rows(view.lines, view.cursor_row, self.region)
                 .iter()
                 .any(|row| self.pattern.is_match(row)),
             SignalKind::Title => self.pattern.is_match(view.title),
@@ -134,13 +134,23 @@ impl CompiledRule {
 }
 
 /// The rows of `region` (the whole screen when there is none).
-fn region_rows<'a>(view: &ScreenView<'a>, region: Option<Region>) -> &'a [String] {
-    let lines = view.lines;
-    let Some(region) = region else { return lines };
+pub(crate) fn region_rows(lines: &[String], cursor_row: u16, region: Option<Region>) -> &[String] {
+    match region {
+        Some(region) => &lines[region_range(lines, cursor_row, region)],
+        None => lines,
+    }
+}
+
+/// Where `region` lies in `lines`, clamped to them.
+pub(crate) fn region_range(
+    lines: &[String],
+    cursor_row: u16,
+    region: Region,
+) -> std::ops::Range<usize> {
     let n = lines.len() as i64;
     let start = match region.from {
         Anchor::Top => i64::from(region.offset),
-        Anchor::Cursor => i64::from(view.cursor_row) + i64::from(region.offset),
+        Anchor::Cursor => i64::from(cursor_row) + i64::from(region.offset),
         Anchor::Bottom => {
             let last = lines
                 .iter()
@@ -151,7 +161,7 @@ fn region_rows<'a>(view: &ScreenView<'a>, region: Option<Region>) -> &'a [String
     };
     let start = start.clamp(0, n);
     let end = (start + i64::from(region.rows)).clamp(0, n);
-    &lines[start as usize..end as usize]
+    start as usize..end as usize
 }
 
 /// Busy at once, idle only after the debounce period without busy.

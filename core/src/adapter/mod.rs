@@ -12,6 +12,7 @@
 pub mod check;
 pub mod command;
 pub mod detect;
+pub mod input_line;
 pub mod monitor;
 pub mod profile;
 pub mod registry;

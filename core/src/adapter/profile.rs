@@ -144,6 +144,12 @@ pub struct Region {
     pub rows: u16,
 }
 
+/// A regex error in one line (the crate's own spans several).
+fn regex_problem(e: &regex::Error) -> String {
+    let last = e.to_string().lines().last().unwrap_or("").trim().to_owned();
+    format!("invalid regex: {last}")
+}
+
 fn one() -> u16 {
     1
 }
@@ -171,6 +177,10 @@ pub struct Input {
     /// same burst as part of a paste).
     #[serde(default = "default_enter_delay")]
     pub enter_delay_ms: u64,
+    /// Where the input line is and how to read what it holds. Without it,
+    /// the cursor's row is the input line.
+    #[serde(default)]
+    pub line: Option<InputLine>,
 }
 
 impl Default for Input {
@@ -179,8 +189,19 @@ impl Default for Input {
             style: default_style(),
             enter: default_enter(),
             enter_delay_ms: default_enter_delay(),
+            line: None,
         }
     }
+}
+
+/// The input line: the last row of `region` that `pattern` matches. Its
+/// capture group `text` (or its first group) is what the line holds, read
+/// with dim text blanked out, so a placeholder counts as empty.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputLine {
+    pub region: Region,
+    pub pattern: Spanned<String>,
 }
 
 fn default_style() -> InputStyle {
@@ -342,11 +363,9 @@ impl Profile {
                 ] {
                     if let Some(p) = pattern {
                         if let Err(e) = regex::Regex::new(p.get_ref()) {
-                            let first =
-                                e.to_string().lines().last().unwrap_or("").trim().to_owned();
                             return Err(at(
                                 p.span().start,
-                                format!("detect.rules[{i}].{field}: invalid regex: {first}"),
+                                format!("detect.rules[{i}].{field}: {}", regex_problem(&e)),
                             ));
                         }
                     }
@@ -361,6 +380,25 @@ impl Profile {
                         format!("detect.rules[{i}]: give one of screen, title, osc or process"),
                     ));
                 }
+            }
+        }
+        if let Some(line) = &self.input.line {
+            let pattern = &line.pattern;
+            match regex::Regex::new(pattern.get_ref()) {
+                Err(e) => {
+                    return Err(at(
+                        pattern.span().start,
+                        format!("input.line.pattern: {}", regex_problem(&e)),
+                    ));
+                }
+                Ok(re) if re.captures_len() < 2 => {
+                    return Err(at(
+                        pattern.span().start,
+                        "input.line.pattern: capture what the line holds, e.g. '^> (?P<text>.*)'"
+                            .into(),
+                    ));
+                }
+                Ok(_) => {}
             }
         }
         if self.kind == Kind::Repl && self.repl.is_none() {

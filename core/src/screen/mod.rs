@@ -160,6 +160,38 @@ impl ScreenModel {
             .collect()
     }
 
+    /// The visible rows with dim text blanked out. Placeholders ("Ask
+    /// anything…") are drawn dim in an empty input line: read this way, the
+    /// line holds only what somebody typed.
+    pub fn lines_without_dim(&self) -> Vec<String> {
+        let screen = self.parser.screen();
+        let (rows, cols) = self.size();
+        (0..rows)
+            .map(|row| {
+                let mut line = String::new();
+                for col in 0..cols {
+                    let Some(cell) = screen.cell(row, col) else {
+                        break;
+                    };
+                    if cell.is_wide_continuation() {
+                        continue;
+                    }
+                    match cell.contents() {
+                        "" => line.push(' '),
+                        _ if cell.dim() => line.push(' '),
+                        text => line.push_str(text),
+                    }
+                }
+                line.trim_end().to_owned()
+            })
+            .collect()
+    }
+
+    /// Whether the program asked for bracketed paste (`ESC[?2004h`).
+    pub fn bracketed_paste(&self) -> bool {
+        self.parser.screen().bracketed_paste()
+    }
+
     /// (row, col) of the cursor, zero-based.
     pub fn cursor(&self) -> (u16, u16) {
         self.parser.screen().cursor_position()
@@ -199,6 +231,16 @@ fn nonzero(n: u16) -> std::num::NonZeroU16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dim_placeholder_reads_as_empty() {
+        let mut m = ScreenModel::new(3, 40);
+        m.feed(b"\x1b[?2004h> \x1b[2mAsk anything\x1b[0m\r\n> typed \x1b[2mhint\x1b[0m");
+        assert_eq!(m.lines()[0], "> Ask anything");
+        assert_eq!(m.lines_without_dim()[0], ">");
+        assert_eq!(m.lines_without_dim()[1], "> typed");
+        assert!(m.bracketed_paste());
+    }
 
     #[test]
     fn renders_cursor_placed_text_and_title() {

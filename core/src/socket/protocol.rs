@@ -60,6 +60,20 @@ pub enum Request {
     History {
         lines: usize,
     },
+    /// Type one line into the program with the delivery discipline (wait
+    /// for idle and a quiet keyboard, verify echo and submission); the reply
+    /// is `Delivered` with the evidence, or an error saying why not.
+    Deliver {
+        text: String,
+        options: crate::delivery::DeliveryOptions,
+    },
+    /// New messages wait for this runtime: look in the store. With
+    /// `wait_for`, the reply comes when that message's delivery ended (or
+    /// after `timeout_ms`).
+    Nudge {
+        wait_for: Option<String>,
+        timeout_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +95,17 @@ pub enum Response {
     Cell(CellReply),
     CellStatus(CellStatusReply),
     Lines { lines: Vec<String> },
+    Delivered(crate::delivery::Evidence),
+    Invocation(InvocationOutcome),
+}
+
+/// How one delivery of a message ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvocationOutcome {
+    pub id: String,
+    /// `DELIVERED`, or `PENDING` after a failed attempt.
+    pub status: String,
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::Shared;
+use super::{SessionHandle, Shared};
+use crate::delivery::{DeliveryError, DeliveryOptions};
 use crate::socket::check_peer;
 use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
 use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
@@ -124,6 +125,17 @@ impl Connection {
                 Request::Subscribe { history, lines } => {
                     return self.subscribe(id, history, lines).await
                 }
+                Request::Nudge {
+                    wait_for,
+                    timeout_ms,
+                } => {
+                    let response = self.nudge(wait_for, timeout_ms).await;
+                    self.reply(id, response).await?;
+                }
+                Request::Deliver { text, options } => {
+                    let response = self.deliver(&text, options).await;
+                    self.reply(id, response).await?;
+                }
                 Request::CellRun {
                     wait: true,
                     code,
@@ -156,6 +168,63 @@ impl Connection {
                     self.reply(id, response).await?;
                 }
             }
+        }
+    }
+
+    /// Types `text` into the program with the delivery discipline; the
+    /// reply carries the evidence or the reason.
+    async fn deliver(&mut self, text: &str, options: DeliveryOptions) -> Response {
+        let handle = SessionHandle {
+            shared: self.shared.clone(),
+        };
+        match handle.deliver(text, options).await {
+            Ok(evidence) => Response::Delivered(evidence),
+            Err(e) => Response::Error {
+                message: e.to_string(),
+            },
+        }
+    }
+
+    /// Wakes the runtime's inbox; with `wait_for`, answers once that
+    /// message's delivery attempt ended.
+    async fn nudge(&mut self, wait_for: Option<String>, timeout_ms: u64) -> Response {
+        if self.shared.lock().info.kind != crate::session::SessionKind::Interactive {
+            let message = "this session is not an interactive runtime; it has no inbox".into();
+            return Response::Error { message };
+        }
+        let inbox = self.shared.inbox.clone();
+        // Subscribe before waking the inbox, so the outcome cannot be missed.
+        let mut finished = inbox.finished.subscribe();
+        inbox.nudge.notify_one();
+        let Some(id) = wait_for else {
+            return Response::Ok;
+        };
+        if let Some(outcome) = inbox.recent(&id) {
+            return Response::Invocation(outcome);
+        }
+        let wait = async {
+            loop {
+                match finished.recv().await {
+                    Ok(outcome) if outcome.id == id => return Some(outcome),
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        if let Some(outcome) = inbox.recent(&id) {
+                            return Some(outcome);
+                        }
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        };
+        let mut exit = self.shared.exit.clone();
+        let timeout = std::time::Duration::from_millis(timeout_ms);
+        tokio::select! {
+            outcome = tokio::time::timeout(timeout, wait) => match outcome {
+                Ok(Some(outcome)) => Response::Invocation(outcome),
+                Ok(None) => Response::Error { message: DeliveryError::Ended.to_string() },
+                Err(_) => Response::Error { message: format!("message {id} was not delivered within {} s; see: agent-comms invocation show {id}", timeout_ms.div_ceil(1000)) },
+            },
+            _ = exited(&mut exit) => Response::Error { message: DeliveryError::Ended.to_string() },
         }
     }
 
@@ -214,7 +283,11 @@ impl Connection {
                 },
                 Err(message) => Response::Error { message },
             },
-            Request::Attach { .. } | Request::Kill { .. } | Request::Subscribe { .. } => {
+            Request::Attach { .. }
+            | Request::Kill { .. }
+            | Request::Subscribe { .. }
+            | Request::Deliver { .. }
+            | Request::Nudge { .. } => {
                 unreachable!("handled by the caller")
             }
         }
@@ -311,7 +384,10 @@ impl Connection {
             };
             let mut state = self.shared.lock();
             match frame.message {
-                Message::Input(bytes) if interactive => state.pty.write(bytes),
+                Message::Input(bytes) if interactive => {
+                    state.keys_from_person(&bytes);
+                    self.shared.changed.notify_waiters();
+                }
                 Message::Request(Request::Resize { rows, cols }) if interactive => {
                     state.resize(rows, cols)
                 }

@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::sys::termios::{self, SetArg, Termios};
 
-use super::{runtime, Supervisor, SupervisorConfig, SupervisorError};
+use super::{runtime, SessionHandle, Supervisor, SupervisorConfig, SupervisorError};
 use crate::socket::protocol::ExitInfo;
 
 /// Restores the terminal's settings when dropped.
@@ -61,9 +61,12 @@ pub fn terminal_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
 
 /// Runs `config` in the foreground until the child exits; returns its exit.
 /// `banner` is printed once before raw mode (e.g. which runtime this is).
+/// `beside` runs once the session is up, inside its event loop, to start
+/// tasks that live as long as the session (a runtime's heartbeat, inbox).
 pub fn run_foreground(
     mut config: SupervisorConfig,
     banner: Option<&str>,
+    beside: impl FnOnce(SessionHandle),
 ) -> Result<ExitInfo, SupervisorError> {
     let stdin = std::io::stdin();
     if let Some((rows, cols)) = terminal_size(stdin.as_fd()) {
@@ -76,6 +79,7 @@ pub fn run_foreground(
     let rt = runtime()?;
     rt.block_on(async move {
         let supervisor = Supervisor::start(config)?;
+        beside(supervisor.handle());
         let guard = RawModeGuard::enable();
         let shared = supervisor.shared().clone();
         {
@@ -95,7 +99,8 @@ pub fn run_foreground(
                     if n == 0 {
                         break;
                     }
-                    input.lock().pty.write(buf[..n].to_vec());
+                    input.lock().keys_from_person(&buf[..n]);
+                    input.changed.notify_waiters();
                 }
             })
             .map_err(SupervisorError::Runtime)?;

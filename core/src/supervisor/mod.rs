@@ -10,18 +10,24 @@
 
 mod connection;
 pub mod foreground;
+mod handle;
+mod keyboard;
 pub mod launch;
+mod terminal;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch, Notify};
 
+use crate::adapter::input_line::InputLineReader;
 use crate::adapter::monitor::{ActivityMonitor, ActivityReport, AdapterSpec};
+use crate::adapter::profile::{Input, Profile};
 use crate::adapter::ScreenView;
 use crate::cells::{CellEngine, CellsConfig, EngineNote};
+use crate::delivery::{DeliveryCoordinator, DeliveryStyle};
 use crate::paths::ensure_runtime_root;
 use crate::pty::{PtyEvent, PtyProcess, SpawnSpec};
 use crate::screen::ScreenModel;
@@ -29,6 +35,7 @@ use crate::session::{Liveness, Registry, SessionKind, SessionName, SessionPaths,
 use crate::socket::protocol::{ExitInfo, SessionInfo};
 use crate::socket::{self, BindOutcome, SocketError};
 use crate::time::now_iso;
+pub use handle::SessionHandle;
 
 /// How long a child may take to exit after SIGHUP/SIGTERM before SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
@@ -43,6 +50,8 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
 const PTY_QUEUE: usize = 8;
 /// How long connections may take to say goodbye after the child exited.
 const CLIENT_FAREWELL: Duration = Duration::from_secs(1);
+/// Default quiet period after a person's last keystroke before a delivery.
+pub const DEFAULT_KEYBOARD_QUIET_MS: u64 = 2000;
 
 /// Everything a supervisor needs to start; sent from the launching command.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,6 +67,13 @@ pub struct SupervisorConfig {
     /// The adapter that reads this program's screen, when one claims it.
     #[serde(default)]
     pub adapter: Option<AdapterSpec>,
+    /// Deliveries wait this long after a person's last keystroke.
+    #[serde(default = "default_keyboard_quiet")]
+    pub keyboard_quiet_ms: u64,
+}
+
+fn default_keyboard_quiet() -> u64 {
+    DEFAULT_KEYBOARD_QUIET_MS
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +107,12 @@ pub(crate) struct State {
     pub foreground_terminal: bool,
     pub cells: Option<CellEngine>,
     pub activity: Option<ActivityMonitor>,
+    /// Where the program's input line is (the adapter's rule, or the
+    /// cursor's row).
+    pub input_line: InputLineReader,
+    pub input_rule: bool,
+    pub keyboard: keyboard::Keyboard,
+    pub last_output: std::time::Instant,
 }
 
 impl State {
@@ -174,6 +196,10 @@ pub(crate) struct Shared {
     pub exit: watch::Receiver<Option<ExitInfo>>,
     pub terminate: mpsc::UnboundedSender<Duration>,
     pub kill_grace: Duration,
+    /// Woken on every output chunk and keystroke (deliveries wait on it).
+    pub changed: Arc<Notify>,
+    pub delivery: Arc<DeliveryCoordinator>,
+    pub inbox: Arc<handle::InboxLink>,
 }
 
 impl Shared {
@@ -251,6 +277,7 @@ impl Supervisor {
                 source,
             });
         }
+        let input = adapter_input(config.adapter.as_ref());
         let mut model = ScreenModel::new(spawn.rows, spawn.cols);
         model.set_answer_queries(true);
         let (notes_tx, notes) = mpsc::unbounded_channel();
@@ -277,6 +304,10 @@ impl Supervisor {
             foreground_terminal: false,
             cells,
             activity: config.adapter.as_ref().map(ActivityMonitor::new),
+            input_line: InputLineReader::new(input.line.as_ref()),
+            input_rule: input.line.is_some(),
+            keyboard: keyboard::Keyboard::default(),
+            last_output: std::time::Instant::now(),
         };
         if let Some(cells) = state.cells.as_mut() {
             cells.start();
@@ -284,6 +315,11 @@ impl Supervisor {
         let (exit_tx, exit) = watch::channel(None);
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
         let (output, _) = broadcast::channel(CLIENT_BUFFER);
+        let changed = Arc::new(Notify::new());
+        let style = DeliveryStyle {
+            input,
+            keyboard_quiet: Duration::from_millis(config.keyboard_quiet_ms),
+        };
         Ok(Self {
             shared: Shared {
                 state: Arc::new(Mutex::new(state)),
@@ -291,6 +327,9 @@ impl Supervisor {
                 exit,
                 terminate,
                 kill_grace: Duration::from_millis(config.kill_grace_ms),
+                delivery: Arc::new(DeliveryCoordinator::new(style, changed.clone())),
+                inbox: Arc::default(),
+                changed,
             },
             listener,
             events,
@@ -310,6 +349,13 @@ impl Supervisor {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// A handle for code that runs beside the supervisor.
+    pub fn handle(&self) -> SessionHandle {
+        SessionHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Runs until the child has exited and every client was told. `tap`
@@ -426,6 +472,7 @@ impl Supervisor {
         if let Some(cells) = state.cells.as_mut() {
             cells.on_output(&bytes);
         }
+        state.last_output = std::time::Instant::now();
         if state.activity.is_some() {
             // The debounce needs every screen the program shows, not only
             // the ones somebody asked about: a busy moment between two
@@ -433,6 +480,7 @@ impl Supervisor {
             let _ = state.activity();
         }
         drop(state);
+        self.shared.changed.notify_waiters();
         // No receivers is the common case and not an error.
         let _ = self.shared.output.send(Arc::new(bytes));
     }
@@ -468,6 +516,13 @@ impl Supervisor {
         let _ = self.exit_tx.send(Some(info.clone()));
         self.registry.remove_files(&self.paths, &self.record.socket);
     }
+}
+
+/// How to type into the program: its adapter's `[input]`, or the defaults.
+fn adapter_input(spec: Option<&AdapterSpec>) -> Input {
+    spec.and_then(|s| Profile::parse(&s.source, &s.text).ok())
+        .map(|p| p.input)
+        .unwrap_or_default()
 }
 
 fn write_record(paths: &SessionPaths, record: &SessionRecord) -> std::io::Result<()> {

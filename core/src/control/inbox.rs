@@ -1,0 +1,138 @@
+//! A runtime's inbox: the task beside an interactive supervisor that takes
+//! its agent's messages from the store, in order, and delivers the
+//! notification for each.
+//!
+//! It leases one message at a time (the store refuses a second lease for the
+//! same agent while one is out), delivers, and records the outcome with its
+//! evidence. A nudge wakes it at once; a periodic look catches a message
+//! whose nudge was missed (sent while the runtime was starting). A failed
+//! attempt puts the message back and the inbox waits a little before trying
+//! again, so a program that never echoes is not typed into in a loop.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::messages::notification;
+use crate::delivery::{DeliveryError, DeliveryOptions};
+use crate::socket::protocol::InvocationOutcome;
+use crate::store::{AttemptResult, InvocationStatus, Store, StoreError};
+use crate::supervisor::SessionHandle;
+use crate::time::unix_millis;
+
+/// How long one delivery may wait for the program to become idle before the
+/// attempt is released and taken again.
+const DELIVERY_WAIT: Duration = Duration::from_secs(600);
+/// Pause after a failed attempt, doubled up to the limit while failures go on.
+const RETRY_FIRST: Duration = Duration::from_secs(2);
+const RETRY_LIMIT: Duration = Duration::from_secs(60);
+
+pub type SharedStore = Arc<Mutex<Box<dyn Store>>>;
+
+/// Runs `f` on the store off the event loop (SQLite may wait on a lock).
+pub async fn with_store<T: Send + 'static>(
+    store: &SharedStore,
+    f: impl FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || {
+        let guard = store.lock().unwrap_or_else(|p| p.into_inner());
+        f(guard.as_ref())
+    })
+    .await
+    .expect("store task panicked")
+}
+
+pub struct Inbox {
+    pub store: SharedStore,
+    pub session: SessionHandle,
+    pub agent: String,
+    pub runtime: String,
+    pub endpoint_id: String,
+    /// Lease length: a few heartbeats, which extend it while we live.
+    pub lease: Duration,
+    pub scan_every: Duration,
+}
+
+impl Inbox {
+    pub async fn run(self) {
+        let nudges = self.session.nudges();
+        let mut retry = RETRY_FIRST;
+        loop {
+            let pause = match self.drain().await {
+                Ok(()) => {
+                    retry = RETRY_FIRST;
+                    self.scan_every
+                }
+                Err(Stop::Ended) => return,
+                Err(Stop::Failed) => {
+                    let pause = retry;
+                    retry = (retry * 2).min(RETRY_LIMIT);
+                    pause
+                }
+                Err(Stop::Store(e)) => {
+                    tracing::error!("inbox: {e}");
+                    self.scan_every
+                }
+            };
+            let _ = tokio::time::timeout(pause, nudges.notified()).await;
+        }
+    }
+
+    /// Delivers every waiting message, oldest first.
+    async fn drain(&self) -> Result<(), Stop> {
+        loop {
+            let now = unix_millis();
+            let lease_until = now + self.lease.as_millis() as u64;
+            let (agent, runtime, endpoint) = (
+                self.agent.clone(),
+                self.runtime.clone(),
+                self.endpoint_id.clone(),
+            );
+            let leased = with_store(&self.store, move |s| {
+                s.lease_next(&agent, &runtime, &endpoint, now, lease_until)
+            })
+            .await
+            .map_err(Stop::Store)?;
+            let Some((inv, attempt)) = leased else {
+                return Ok(());
+            };
+            let options = DeliveryOptions {
+                try_only: false,
+                timeout_ms: DELIVERY_WAIT.as_millis() as u64,
+            };
+            let delivered = self.session.deliver(&notification(&inv), options).await;
+            let (result, outcome) = match &delivered {
+                Ok(evidence) => (
+                    AttemptResult::Delivered(evidence.clone()),
+                    (InvocationStatus::Delivered, None),
+                ),
+                Err(e) => (
+                    AttemptResult::Failed(e.to_string()),
+                    (InvocationStatus::Pending, Some(e.to_string())),
+                ),
+            };
+            let id = attempt.id;
+            with_store(&self.store, move |s| {
+                s.finish_attempt(id, &result, unix_millis())
+            })
+            .await
+            .map_err(Stop::Store)?;
+            self.session.announce(InvocationOutcome {
+                id: inv.id.clone(),
+                status: outcome.0.to_string(),
+                reason: outcome.1,
+            });
+            match delivered {
+                Ok(_) => {}
+                Err(DeliveryError::Ended) => return Err(Stop::Ended),
+                Err(_) => return Err(Stop::Failed),
+            }
+        }
+    }
+}
+
+enum Stop {
+    Ended,
+    Failed,
+    Store(StoreError),
+}

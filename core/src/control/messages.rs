@@ -1,0 +1,267 @@
+//! Messages between agents: stored first, then announced.
+//!
+//! `send` writes the invocation to the store before anything else, so a
+//! crash at any later moment loses nothing; then it nudges the recipient's
+//! runtime, whose inbox types a short fixed notification — the id and the
+//! command that shows the body, never the body itself (a body may be long,
+//! multi-line, or hostile; the notification is none of these).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::registration::effective_status;
+use super::ControlError;
+use crate::client::Client;
+use crate::socket::protocol::{InvocationOutcome, Request, Response};
+use crate::store::{
+    Attempt, Invocation, InvocationFilter, InvocationStatus, NewInvocation, RuntimeRecord,
+    RuntimeStatus, Store,
+};
+use crate::time::{iso_from_unix_millis, unix_millis};
+
+/// Largest body accepted: it lives in the store, not in a terminal.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The line typed into the recipient's prompt.
+pub fn notification(inv: &Invocation) -> String {
+    format!(
+        "[agent-comms] message {id} from {from}; read it with: agent-comms invocation show {id}",
+        id = inv.id,
+        from = inv.from
+    )
+}
+
+/// What became of a `send`.
+pub struct Sent {
+    pub invocation: Invocation,
+    /// The runtime that was nudged, if one was online here.
+    pub nudged: Option<String>,
+    /// With `wait`: how the delivery ended.
+    pub outcome: Option<InvocationOutcome>,
+}
+
+/// Stores a message from `from` to agent `to` and nudges `to`'s runtime.
+/// With `wait`, returns once its delivery attempt ended (or after it).
+pub fn send(
+    store: &dyn Store,
+    host: &str,
+    from: &str,
+    to: &str,
+    body: &str,
+    wait: Option<Duration>,
+) -> Result<Sent, ControlError> {
+    if body.trim().is_empty() {
+        return Err(ControlError::Body("the message is empty".into()));
+    }
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ControlError::Body(format!(
+            "the message is {} bytes; the limit is {MAX_BODY_BYTES}",
+            body.len()
+        )));
+    }
+    let now = unix_millis();
+    let runtimes: Vec<RuntimeRecord> = store
+        .runtimes()?
+        .into_iter()
+        .filter(|r| r.agent == to && r.status != RuntimeStatus::Revoked)
+        .collect();
+    if runtimes.is_empty() {
+        return Err(ControlError::UnknownAgent(to.to_owned()));
+    }
+    store.ensure_agent(from, now)?;
+    let local: Vec<&RuntimeRecord> = runtimes
+        .iter()
+        .filter(|r| r.host.as_deref().is_none_or(|h| h == host))
+        .collect();
+    let (status, reason) = if local.is_empty() {
+        let r = &runtimes[0];
+        let there = r.host.as_deref().unwrap_or("?");
+        let reason = format!(
+            "agent {to}'s runtime {} is on another host ({there}); a terminal can only be reached from its own host",
+            r.id
+        );
+        (InvocationStatus::Unavailable, Some(reason))
+    } else {
+        (InvocationStatus::Pending, None)
+    };
+    let invocation = store.insert_invocation(&NewInvocation {
+        from,
+        to,
+        body,
+        status,
+        reason: reason.as_deref(),
+        now,
+    })?;
+    let online = local
+        .iter()
+        .find(|r| effective_status(r, now).0 == RuntimeStatus::Online);
+    let mut sent = Sent {
+        invocation,
+        nudged: None,
+        outcome: None,
+    };
+    if let (Some(r), InvocationStatus::Pending) = (online, status) {
+        sent.outcome = nudge(r, Some(&sent.invocation.id), wait)?;
+        sent.nudged = Some(r.id.clone());
+    }
+    Ok(sent)
+}
+
+/// Puts a message back in its recipient's queue and nudges the runtime.
+pub fn redeliver(store: &dyn Store, host: &str, id: &str) -> Result<Invocation, ControlError> {
+    let inv = store
+        .invocation(id)?
+        .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))?;
+    if inv.status == InvocationStatus::Delivering {
+        return Err(ControlError::Delivering(id.to_owned()));
+    }
+    let now = unix_millis();
+    let runtimes = store.runtimes()?;
+    let mine = runtimes.iter().filter(|r| r.agent == inv.to);
+    let local: Vec<&RuntimeRecord> = mine
+        .filter(|r| r.host.as_deref().is_none_or(|h| h == host))
+        .collect();
+    if local.is_empty() {
+        return Err(ControlError::NoLocalRuntime(inv.to.clone()));
+    }
+    store.set_invocation_status(
+        id,
+        InvocationStatus::Pending,
+        Some("redelivery requested"),
+        now,
+    )?;
+    if let Some(r) = local
+        .iter()
+        .find(|r| effective_status(r, now).0 == RuntimeStatus::Online)
+    {
+        nudge(r, None, None)?;
+    }
+    Ok(store.invocation(id)?.unwrap_or(inv))
+}
+
+/// Wakes runtime `r`'s inbox; a runtime that cannot be reached is not an
+/// error (the message waits in the store for its return).
+fn nudge(
+    r: &RuntimeRecord,
+    wait_for: Option<&str>,
+    wait: Option<Duration>,
+) -> Result<Option<InvocationOutcome>, ControlError> {
+    let Some(endpoint) = &r.endpoint else {
+        return Ok(None);
+    };
+    let Ok(mut client) = Client::connect(std::path::Path::new(endpoint)) else {
+        return Ok(None);
+    };
+    let request = Request::Nudge {
+        wait_for: wait.and(wait_for.map(str::to_owned)),
+        timeout_ms: wait.map_or(0, |w| w.as_millis() as u64),
+    };
+    match client.request(request) {
+        Ok(Response::Invocation(outcome)) => Ok(Some(outcome)),
+        Ok(Response::Error { message }) if wait.is_some() => Err(ControlError::Wait(message)),
+        _ => Ok(None),
+    }
+}
+
+/// An invocation as `invocation list --json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvocationView {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub status: InvocationStatus,
+    pub created: String,
+    pub delivered: Option<String>,
+    pub reason: Option<String>,
+    pub attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_attempts: Option<Vec<AttemptView>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptView {
+    pub id: i64,
+    pub runtime: String,
+    pub outcome: crate::store::AttemptOutcome,
+    pub started: String,
+    pub finished: Option<String>,
+    pub reason: Option<String>,
+    pub evidence: Option<EvidenceView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceView {
+    pub echoed: String,
+    pub entered: String,
+    pub submitted: String,
+    pub enter_presses: u32,
+    pub style: String,
+}
+
+impl InvocationView {
+    pub fn new(inv: &Invocation) -> Self {
+        Self {
+            id: inv.id.clone(),
+            from: inv.from.clone(),
+            to: inv.to.clone(),
+            status: inv.status,
+            created: iso_from_unix_millis(inv.created),
+            delivered: inv.delivered.map(iso_from_unix_millis),
+            reason: inv.reason.clone(),
+            attempts: inv.attempts,
+            body: None,
+            delivery_attempts: None,
+        }
+    }
+
+    /// With the body and every attempt (`invocation show`).
+    pub fn full(inv: &Invocation, attempts: &[Attempt]) -> Self {
+        let mut view = Self::new(inv);
+        view.body = Some(inv.body.clone());
+        view.delivery_attempts = Some(attempts.iter().map(AttemptView::new).collect());
+        view
+    }
+}
+
+impl AttemptView {
+    fn new(a: &Attempt) -> Self {
+        Self {
+            id: a.id,
+            runtime: a.runtime.clone(),
+            outcome: a.outcome,
+            started: iso_from_unix_millis(a.started),
+            finished: a.finished.map(iso_from_unix_millis),
+            reason: a.reason.clone(),
+            evidence: a.evidence.as_ref().map(|e| EvidenceView {
+                echoed: iso_from_unix_millis(e.echoed),
+                entered: iso_from_unix_millis(e.entered),
+                submitted: iso_from_unix_millis(e.submitted),
+                enter_presses: e.enter_presses,
+                style: e.style.clone(),
+            }),
+        }
+    }
+}
+
+/// Invocations matching `filter`, oldest first.
+pub fn list(
+    store: &dyn Store,
+    filter: &InvocationFilter<'_>,
+) -> Result<Vec<InvocationView>, ControlError> {
+    Ok(store
+        .invocations(filter)?
+        .iter()
+        .map(InvocationView::new)
+        .collect())
+}
+
+/// One invocation with its body and attempts.
+pub fn show(store: &dyn Store, id: &str) -> Result<InvocationView, ControlError> {
+    let inv = store
+        .invocation(id)?
+        .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))?;
+    Ok(InvocationView::full(&inv, &store.attempts(id)?))
+}

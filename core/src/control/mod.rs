@@ -1,0 +1,76 @@
+//! The control plane: interactive runtimes, messages between agents, and
+//! the checks that keep them honest.
+//!
+//! - [`registration`]: admitting a runtime for a serve, `configure`, and the
+//!   status a reader should believe (a stale heartbeat means offline).
+//! - [`serve`]: `runtime interactive-serve` — the foreground supervisor with
+//!   a heartbeat and an inbox beside it.
+//! - [`messages`]: `send`, `invocation list|show|redeliver`.
+//! - [`doctor`]: findings with codes and exact repairs.
+//! - [`host`]: this host's id.
+//!
+//! Every state change goes through [`crate::store`] first; what runs in a
+//! supervisor only acts on what the store says.
+
+pub mod doctor;
+pub mod host;
+mod inbox;
+pub mod messages;
+pub mod registration;
+pub mod serve;
+
+use std::path::PathBuf;
+
+use crate::store::{SqliteStore, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathError),
+    #[error(transparent)]
+    Supervisor(#[from] crate::supervisor::SupervisorError),
+    #[error("cannot keep this host's id in {}: {source}", .path.display())]
+    HostId {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("runtime {id} cannot be served as asked: {what}; repair it with: {repair}")]
+    Mismatch {
+        id: String,
+        what: String,
+        repair: String,
+    },
+    #[error("runtime {id} is revoked; to serve it again: {repair}")]
+    Revoked { id: String, repair: String },
+    #[error("runtime {id} is already served by a live supervisor (pid {pid}); use that terminal, or end it with: agent-comms session kill {id}")]
+    AlreadyServed { id: String, pid: u32 },
+    #[error("no actor to {what}; pass --actor ID or set AGENT_COMMS_ACTOR")]
+    NoActor { what: String },
+    #[error("no runtime '{0}'; see them with: agent-comms runtime list")]
+    UnknownRuntime(String),
+    #[error("no agent '{0}' has a runtime, so nothing could deliver to it; start one with: agent-comms --actor {0} runtime interactive-serve --id {0} -- <provider command>")]
+    UnknownAgent(String),
+    #[error("no invocation '{0}'; see them with: agent-comms invocation list")]
+    UnknownInvocation(String),
+    #[error("invocation {0} is being delivered right now; wait for the attempt to end (agent-comms invocation show {0})")]
+    Delivering(String),
+    #[error("agent {0} has no runtime on this host; messages to it cannot be delivered from here")]
+    NoLocalRuntime(String),
+    #[error("runtime {id} is on another host ({host}); its terminal can only be reached there")]
+    ForeignHost { id: String, host: String },
+    #[error("runtime {0} is offline; start it with: agent-comms runtime interactive-serve --id {0} -- <provider command>")]
+    Offline(String),
+    #[error("{0}")]
+    Body(String),
+    #[error("{0}")]
+    Wait(String),
+    #[error("--claude-allow-agent-comms applies only when the wrapped command is claude (this one runs '{0}')")]
+    NotClaude(String),
+}
+
+/// The project's store (`<project>/.agent-comms/state.db`).
+pub fn open_store() -> Result<SqliteStore, ControlError> {
+    Ok(SqliteStore::open_in(&crate::paths::project_root())?)
+}

@@ -1,0 +1,245 @@
+//! Runtime records: registering one for a serve, checking an existing one,
+//! configuring, and reading a record's effective status.
+//!
+//! A serve never guesses. A missing runtime is registered; an existing one
+//! must belong to the acting agent, be interactive, and live on this host —
+//! otherwise the serve stops *before* the provider starts and prints the one
+//! command that repairs the record. A record that says ONLINE while its
+//! endpoint is dead is stale: it is replaced, and the user is told.
+
+use serde::Serialize;
+
+use super::ControlError;
+use crate::session::{Liveness, Registry, SessionName};
+use crate::store::{RuntimeRecord, RuntimeStatus, Store};
+use crate::time::iso_from_unix_millis;
+
+pub const INTERACTIVE: &str = "INTERACTIVE";
+/// Heartbeats missed before a runtime counts as offline.
+pub const STALE_AFTER_BEATS: u64 = 3;
+
+/// The command that makes runtime `id` an interactive runtime of `agent`
+/// on this host.
+pub fn repair_command(agent: &str, id: &str) -> String {
+    format!(
+        "agent-comms --actor {agent} runtime configure --id {id} --kind {INTERACTIVE} --connector {INTERACTIVE} --max-concurrent 1"
+    )
+}
+
+/// The status a reader should believe: ONLINE only while heartbeats are
+/// fresh. (Nothing is written: reading commands change nothing.)
+pub fn effective_status(r: &RuntimeRecord, now: u64) -> (RuntimeStatus, Option<String>) {
+    if r.status == RuntimeStatus::Online && heartbeat_stale(r, now) {
+        let since = r
+            .last_heartbeat
+            .map_or_else(|| "never".to_owned(), iso_from_unix_millis);
+        let reason = format!("heartbeat stale (last {since}): the supervisor is gone");
+        return (RuntimeStatus::Offline, Some(reason));
+    }
+    (r.status, r.status_reason.clone())
+}
+
+pub fn heartbeat_stale(r: &RuntimeRecord, now: u64) -> bool {
+    let limit = r.heartbeat_ms.max(1) * STALE_AFTER_BEATS;
+    r.last_heartbeat
+        .is_none_or(|t| now.saturating_sub(t) > limit)
+}
+
+/// A runtime as `runtime list --json` shows it (the contract's keys first).
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeView {
+    pub id: String,
+    pub agent: String,
+    pub kind: String,
+    pub connector: String,
+    pub status: RuntimeStatus,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub endpoint: Option<String>,
+    pub last_heartbeat: Option<String>,
+    pub max_concurrent: u32,
+    /// The host is this one.
+    pub local: bool,
+    pub provider: Option<String>,
+    pub session_id: Option<String>,
+    pub reason: Option<String>,
+    pub heartbeat_ms: u64,
+}
+
+impl RuntimeView {
+    pub fn new(r: &RuntimeRecord, host: &str, now: u64) -> Self {
+        let (status, reason) = effective_status(r, now);
+        Self {
+            id: r.id.clone(),
+            agent: r.agent.clone(),
+            kind: r.kind.clone(),
+            connector: r.connector.clone(),
+            status,
+            host: r.host.clone(),
+            pid: r.pid.filter(|_| status == RuntimeStatus::Online),
+            endpoint: r
+                .endpoint
+                .clone()
+                .filter(|_| status == RuntimeStatus::Online),
+            last_heartbeat: r.last_heartbeat.map(iso_from_unix_millis),
+            max_concurrent: r.max_concurrent,
+            local: r.host.as_deref().is_none_or(|h| h == host),
+            provider: r.provider.clone(),
+            session_id: r.session_id.clone(),
+            reason,
+            heartbeat_ms: r.heartbeat_ms,
+        }
+    }
+}
+
+/// What a serve may go ahead with.
+pub struct Admission {
+    pub record: RuntimeRecord,
+    /// Said to the user before the provider starts (a replaced stale record).
+    pub notes: Vec<String>,
+}
+
+/// Registers runtime `id` for `agent` or checks the existing record; refuses
+/// a mismatched, revoked or already served runtime.
+pub fn admit(
+    store: &dyn Store,
+    registry: &Registry,
+    host: &str,
+    agent: &str,
+    id: &SessionName,
+    now: u64,
+) -> Result<Admission, ControlError> {
+    let mut notes = Vec::new();
+    let record = match store.runtime(id.as_str())? {
+        None => {
+            notes.push(format!("registered runtime {id} for agent {agent}"));
+            new_record(id, agent, now)
+        }
+        Some(r) => {
+            let mismatch = mismatch(&r, agent, host);
+            if let Some(what) = mismatch {
+                return Err(ControlError::Mismatch {
+                    id: id.to_string(),
+                    what,
+                    repair: repair_command(agent, id.as_str()),
+                });
+            }
+            if r.status == RuntimeStatus::Revoked {
+                return Err(ControlError::Revoked {
+                    id: id.to_string(),
+                    repair: repair_command(agent, id.as_str()),
+                });
+            }
+            r
+        }
+    };
+    match registry.check(id) {
+        Some(Liveness::Live(session)) => {
+            return Err(ControlError::AlreadyServed {
+                id: id.to_string(),
+                pid: session.supervisor_pid,
+            })
+        }
+        Some(Liveness::Stale(_)) | None if record.status == RuntimeStatus::Online => {
+            let since = record
+                .last_heartbeat
+                .map_or_else(|| "never".to_owned(), iso_from_unix_millis);
+            let pid = record.pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+            notes.push(format!(
+                "replacing the stale record of runtime {id} (pid {pid}, last heartbeat {since}): its supervisor is gone"
+            ));
+        }
+        _ => {}
+    }
+    Ok(Admission { record, notes })
+}
+
+/// Why the record cannot be served as `agent`'s interactive runtime here.
+fn mismatch(r: &RuntimeRecord, agent: &str, host: &str) -> Option<String> {
+    if r.agent != agent {
+        return Some(format!("it belongs to agent {}, not {agent}", r.agent));
+    }
+    if r.kind != INTERACTIVE {
+        return Some(format!("its kind is {}, not {INTERACTIVE}", r.kind));
+    }
+    if r.connector != INTERACTIVE {
+        return Some(format!(
+            "its connector is {}, not {INTERACTIVE}",
+            r.connector
+        ));
+    }
+    match &r.host {
+        Some(h) if h != host => Some(format!("it is registered on another host ({h})")),
+        _ => None,
+    }
+}
+
+/// A new interactive runtime of `agent`, not yet served.
+fn new_record(id: &SessionName, agent: &str, now: u64) -> RuntimeRecord {
+    RuntimeRecord {
+        id: id.to_string(),
+        agent: agent.to_owned(),
+        kind: INTERACTIVE.into(),
+        connector: INTERACTIVE.into(),
+        max_concurrent: 1,
+        status: RuntimeStatus::Offline,
+        host: None,
+        endpoint: None,
+        endpoint_id: None,
+        pid: None,
+        last_heartbeat: None,
+        heartbeat_ms: 0,
+        provider: None,
+        session_id: None,
+        status_reason: None,
+        updated: now,
+    }
+}
+
+/// What `runtime configure` sets.
+pub struct Configure<'a> {
+    pub id: &'a SessionName,
+    /// The owner; required when the runtime is new.
+    pub agent: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub connector: Option<&'a str>,
+    pub max_concurrent: Option<u32>,
+}
+
+/// Creates or updates a runtime record and claims it for this host.
+pub fn configure(
+    store: &dyn Store,
+    host: &str,
+    c: &Configure<'_>,
+    now: u64,
+) -> Result<RuntimeRecord, ControlError> {
+    let mut r = match store.runtime(c.id.as_str())? {
+        Some(r) => r,
+        None => {
+            let agent = c.agent.ok_or_else(|| ControlError::NoActor {
+                what: format!("create runtime {}", c.id),
+            })?;
+            new_record(c.id, agent, now)
+        }
+    };
+    if let Some(agent) = c.agent {
+        r.agent = agent.to_owned();
+    }
+    if let Some(kind) = c.kind {
+        r.kind = kind.to_ascii_uppercase();
+    }
+    if let Some(connector) = c.connector {
+        r.connector = connector.to_ascii_uppercase();
+    }
+    if let Some(n) = c.max_concurrent {
+        r.max_concurrent = n;
+    }
+    if r.status == RuntimeStatus::Revoked {
+        r.status = RuntimeStatus::Offline;
+        r.status_reason = Some("reconfigured".into());
+    }
+    r.host = Some(host.to_owned());
+    r.updated = now;
+    store.save_runtime(&r)?;
+    Ok(r)
+}

@@ -1,0 +1,233 @@
+//! `runtime interactive-serve`: a provider in this terminal, registered as
+//! an agent's runtime, with a heartbeat and an inbox beside it.
+//!
+//! Order matters, and every refusal comes before the provider starts: the
+//! record is admitted (registered, or checked and repaired by hand), the
+//! endpoint is bound (a second serve of one runtime fails there), and only
+//! then does the provider run. On the way out the record says OFFLINE with
+//! the reason, and any attempt this process held is released to the queue.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::host::random_hex;
+use super::inbox::{with_store, Inbox, SharedStore};
+use super::registration::{admit, STALE_AFTER_BEATS};
+use super::ControlError;
+use crate::adapter::Entry;
+use crate::paths::ensure_runtime_root;
+use crate::pty::SpawnSpec;
+use crate::session::{Registry, SessionKind, SessionName};
+use crate::store::{RuntimeStatus, Store};
+use crate::supervisor::foreground::run_foreground;
+use crate::supervisor::{SessionHandle, SupervisorConfig, DEFAULT_KILL_GRACE};
+use crate::time::unix_millis;
+
+/// Default heartbeat interval; a runtime is offline after three missed.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
+
+pub struct ServeOptions {
+    pub id: SessionName,
+    pub agent: String,
+    pub host: String,
+    /// The adapter that reads the provider's screen (none: the screen's
+    /// stillness stands in for idle).
+    pub adapter: Option<Entry>,
+    /// The provider's command line, as given after `--`.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub heartbeat: Duration,
+    pub keyboard_quiet: Duration,
+    pub record: Option<PathBuf>,
+}
+
+/// Serves the runtime until the provider exits; returns its exit code.
+pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlError> {
+    let registry = Registry::new(ensure_runtime_root()?);
+    let now = unix_millis();
+    let admission = admit(
+        store.as_ref(),
+        &registry,
+        &opts.host,
+        &opts.agent,
+        &opts.id,
+        now,
+    )?;
+    for note in &admission.notes {
+        eprintln!("agent-comms: {note}");
+    }
+    let mut record = admission.record;
+    let endpoint_id = random_hex(8).map_err(|e| ControlError::HostId {
+        path: "/dev/urandom".into(),
+        source: e,
+    })?;
+    let endpoint = registry.paths(&opts.id).socket;
+    let config = supervisor_config(&opts);
+    let adapter_name = opts.adapter.as_ref().map(|e| e.profile.name.clone());
+    let banner = format!(
+        "agent-comms: this terminal is dedicated to runtime {} (agent {}, {}); messages are typed in when it is idle",
+        opts.id,
+        opts.agent,
+        adapter_name
+            .as_deref()
+            .map_or_else(|| "no adapter".to_owned(), |a| format!("adapter {a}"))
+    );
+    let store: SharedStore = Arc::new(Mutex::new(store));
+    let beside_store = store.clone();
+    let heartbeat = opts.heartbeat;
+    let lease = heartbeat * STALE_AFTER_BEATS as u32;
+    let runtime_id = opts.id.to_string();
+    let agent = opts.agent.clone();
+    let endpoint_for_tasks = endpoint_id.clone();
+    let mut online: Option<Result<(), ControlError>> = None;
+    let online_slot = &mut online;
+    let exit = run_foreground(config, Some(&banner), move |session: SessionHandle| {
+        record.status = RuntimeStatus::Online;
+        record.status_reason = None;
+        record.host = Some(opts.host.clone());
+        record.endpoint = Some(endpoint.display().to_string());
+        record.endpoint_id = Some(endpoint_for_tasks.clone());
+        record.pid = Some(session.child_pid());
+        record.heartbeat_ms = heartbeat.as_millis() as u64;
+        record.last_heartbeat = Some(unix_millis());
+        record.provider = adapter_name;
+        record.updated = unix_millis();
+        let saved = {
+            let guard = beside_store.lock().unwrap_or_else(|p| p.into_inner());
+            // Attempts a previous serve of this runtime left behind (it was
+            // killed mid-delivery) go back to the queue before the inbox
+            // starts, so they are delivered first, in order.
+            guard.save_runtime(&record).and_then(|()| {
+                guard.release_attempts(
+                    Some(&record.id),
+                    unix_millis(),
+                    "the runtime restarted during this delivery",
+                )
+            })
+        };
+        if let Err(e) = saved {
+            *online_slot = Some(Err(e.into()));
+            session.terminate();
+            return;
+        }
+        *online_slot = Some(Ok(()));
+        tokio::spawn(beat(
+            beside_store.clone(),
+            runtime_id.clone(),
+            endpoint_for_tasks.clone(),
+            heartbeat,
+            lease,
+        ));
+        tokio::spawn(
+            Inbox {
+                store: beside_store,
+                session,
+                agent,
+                runtime: runtime_id,
+                endpoint_id: endpoint_for_tasks,
+                lease,
+                scan_every: heartbeat,
+            }
+            .run(),
+        );
+    })?;
+    let reason = format!("the provider exited ({exit})");
+    let id = opts.id.to_string();
+    let guard = store.lock().unwrap_or_else(|p| p.into_inner());
+    let now = unix_millis();
+    guard.set_offline(&id, &endpoint_id, &reason, now)?;
+    guard.release_attempts(
+        Some(&id),
+        now,
+        "the runtime went offline during this delivery",
+    )?;
+    if let Some(Err(e)) = online {
+        return Err(e);
+    }
+    Ok(exit.code.unwrap_or(128 + 1))
+}
+
+/// Heartbeats until the process ends; each beat also extends the lease of
+/// the delivery in flight, so only a dead runtime's attempts expire.
+async fn beat(
+    store: SharedStore,
+    runtime: String,
+    endpoint_id: String,
+    every: Duration,
+    lease: Duration,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (runtime, endpoint_id) = (runtime.clone(), endpoint_id.clone());
+        let now = unix_millis();
+        let lease_until = now + lease.as_millis() as u64;
+        match with_store(&store, move |s| {
+            s.heartbeat(&runtime, &endpoint_id, now, lease_until)
+        })
+        .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!("another start replaced this runtime's record; heartbeat stopped");
+                return;
+            }
+            Err(e) => tracing::error!("heartbeat: {e}"),
+        }
+    }
+}
+
+fn supervisor_config(opts: &ServeOptions) -> SupervisorConfig {
+    let profile = opts.adapter.as_ref().map(|e| &e.profile);
+    let mut env: Vec<(String, String)> = profile
+        .map(|p| {
+            p.env
+                .set
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    env.push(("AGENT_COMMS_ACTOR".into(), opts.agent.clone()));
+    SupervisorConfig {
+        name: opts.id.clone(),
+        kind: SessionKind::Interactive,
+        spawn: SpawnSpec {
+            argv: opts.argv.clone(),
+            cwd: opts.cwd.clone(),
+            env,
+            env_remove: profile.map(|p| p.env.remove.clone()).unwrap_or_default(),
+            rows: 24,
+            cols: 80,
+            record: opts.record.clone(),
+        },
+        command_line: opts.argv.join(" "),
+        kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
+        cells: None,
+        adapter: opts.adapter.as_ref().map(Entry::spec),
+        keyboard_quiet_ms: opts.keyboard_quiet.as_millis() as u64,
+    }
+}
+
+/// `argv` with the adapter's grant for agent-comms itself appended
+/// (`--claude-allow-agent-comms`): `{exe}` is the resolved agent-comms path.
+/// Only for claude, and only what the profile names — nothing broader.
+pub fn grant_agent_comms(
+    argv: &[String],
+    adapter: Option<&Entry>,
+    exe: &std::path::Path,
+) -> Result<Vec<String>, ControlError> {
+    let program = crate::adapter::program_of(&argv.join(" ")).unwrap_or_default();
+    let grant = adapter
+        .and_then(|e| e.profile.permissions.as_ref())
+        .filter(|_| program == "claude");
+    let Some(grant) = grant else {
+        return Err(ControlError::NotClaude(program));
+    };
+    let exe = exe.display().to_string();
+    let mut out = argv.to_vec();
+    out.extend(grant.args.iter().map(|a| a.replace("{exe}", &exe)));
+    Ok(out)
+}

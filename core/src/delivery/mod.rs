@@ -1,0 +1,67 @@
+//! Delivery: typing a message into a program's prompt, safely and with proof.
+//!
+//! Every adapter shares this discipline (DESIGN.md, "Delivery discipline"):
+//! validate the text; one writer at a time, first come first served; wait
+//! until the program is idle *and* no person is typing; write in the
+//! adapter's input style; verify the whole text echoed; press Enter after the
+//! adapter's delay; verify the submission took, pressing Enter again a
+//! bounded number of times; return timestamps as evidence.
+//!
+//! Being human-aware is what tmux-based tools cannot do: they see only the
+//! screen, so a person's half-typed line looks like an idle prompt. The
+//! supervisor relays the person's keystrokes, so it knows when they last
+//! typed, and while a delivery writes, their keys are held back and released
+//! after it — a message never lands in the middle of what a person types.
+
+mod coordinator;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+
+pub use coordinator::{DeliveryCoordinator, DeliveryStyle, Observation, Terminal};
+pub use validate::{validate, validate_bytes, InvalidText, MAX_TEXT_BYTES};
+
+/// Proof that a delivery took: when the text showed on the screen, when
+/// Enter was first pressed, and when the submission was seen (Unix ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub echoed: u64,
+    pub entered: u64,
+    pub submitted: u64,
+    /// Enter presses it took (more than one: a lost Enter was recovered).
+    pub enter_presses: u32,
+    /// `paste` or `typed`.
+    pub style: String,
+}
+
+/// How long to wait, and whether to wait at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryOptions {
+    /// Fail at once when busy, a person is typing, or another delivery runs.
+    pub try_only: bool,
+    /// Bound on waiting for the turn and for idle.
+    pub timeout_ms: u64,
+}
+
+/// Default bound on waiting for a turn and for idle.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidText),
+    #[error("another delivery is in progress; retry, or leave out --try to wait for it")]
+    Contended,
+    #[error("not delivered: {0}; retry later, or leave out --try to wait")]
+    NotReady(String),
+    #[error("timed out after {secs} s waiting until {waiting}; nothing was typed")]
+    Timeout { secs: u64, waiting: String },
+    #[error("the text did not show on the screen within {0} ms after it was written, so Enter was not pressed; look at the session (agent-comms session attach) and clear its input line")]
+    NoEcho(u64),
+    #[error("Enter was pressed {0} times and the input line still holds the text; look at the session (agent-comms session attach)")]
+    NotSubmitted(u32),
+    #[error("the session ended before the delivery finished")]
+    Ended,
+    #[error("this session runs cells, which type for themselves; use: k run")]
+    RunsCells,
+}

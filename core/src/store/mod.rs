@@ -1,0 +1,366 @@
+//! The control-plane store: the durable record of agents, runtimes, messages
+//! (invocations) and every attempt to deliver them.
+//!
+//! Why a database and not memory: a supervisor can be killed with SIGKILL, a
+//! host can reboot, and several short-lived CLI processes act on the same
+//! project at once. The record of which runtime serves which agent, which
+//! messages are waiting and which delivery was under way must survive any of
+//! that, so nothing here lives only in memory: every state change is one SQLite
+//! transaction in `<project>/.agent-comms/state.db` (WAL, so readers never
+//! block the writer and a crash loses at most the transaction in flight).
+//!
+//! Delivery is leased, not owned: [`Store::lease_next`] hands one invocation
+//! to a runtime's endpoint together with an attempt whose lease the endpoint's
+//! heartbeat keeps extending. If the process dies, the lease runs out and
+//! [`Store::release_attempts`] puts the invocation back in the queue, so a
+//! crash delays a message but never loses it or delivers it twice
+//! concurrently.
+//!
+//! Everything goes through the [`Store`] trait so that a shared server
+//! database can later back several hosts; [`SqliteStore`] is the local one.
+//! Times are Unix milliseconds (`u64`) throughout; see [`crate::time`].
+
+mod migrations;
+mod sqlite;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+pub use sqlite::{state_db_path, SqliteStore};
+
+/// What went wrong with the state database, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create {}: {source}; check that the project directory exists and is writable", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not an agent-comms state database ({detail}); move it aside and agent-comms will create a new one", .path.display())]
+    NotAStore { path: PathBuf, detail: String },
+    #[error("{}: state.db has schema {found}, this agent-comms knows up to {known}; upgrade agent-comms", .path.display())]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("{}: applying schema migration {version} failed: {source}; the database was left at version {}; report this as a bug", .path.display(), .version - 1)]
+    Migration {
+        path: PathBuf,
+        version: i64,
+        source: rusqlite::Error,
+    },
+    #[error("the state database stayed locked by another agent-comms process for more than 5 s ({source}); retry, and if it persists look for a stuck agent-comms process")]
+    Busy { source: rusqlite::Error },
+    #[error("state database error: {0}")]
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+        match e.sqlite_error_code() {
+            Some(DatabaseBusy | DatabaseLocked) => StoreError::Busy { source: e },
+            _ => StoreError::Sqlite(e),
+        }
+    }
+}
+
+/// A status text that names none of an enum's values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} '{}'; expected one of {expected}", .value.escape_debug())]
+pub struct ParseStatusError {
+    pub kind: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// An enum stored and shown as SCREAMING_SNAKE_CASE text; parsed in any case.
+macro_rules! text_enum {
+    ($(#[$m:meta])* $name:ident, $kind:literal, $expected:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseStatusError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let norm = s.trim().replace('-', "_");
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str().eq_ignore_ascii_case(&norm))
+                    .ok_or_else(|| ParseStatusError {
+                        kind: $kind,
+                        value: s.to_owned(),
+                        expected: $expected,
+                    })
+            }
+        }
+    };
+}
+
+text_enum!(
+    /// Whether a runtime takes deliveries.
+    RuntimeStatus, "runtime status", "ONLINE, OFFLINE, DRAINING, REVOKED" {
+        Online => "ONLINE",
+        Offline => "OFFLINE",
+        Draining => "DRAINING",
+        Revoked => "REVOKED",
+    }
+);
+
+text_enum!(
+    /// Where an invocation is in its life.
+    InvocationStatus, "invocation status", "PENDING, DELIVERING, DELIVERED, UNAVAILABLE, FAILED" {
+        Pending => "PENDING",
+        Delivering => "DELIVERING",
+        Delivered => "DELIVERED",
+        Unavailable => "UNAVAILABLE",
+        Failed => "FAILED",
+    }
+);
+
+text_enum!(
+    /// How one delivery attempt ended (or that it has not yet).
+    AttemptOutcome, "attempt outcome", "IN_PROGRESS, DELIVERED, FAILED, ABANDONED" {
+        InProgress => "IN_PROGRESS",
+        Delivered => "DELIVERED",
+        Failed => "FAILED",
+        Abandoned => "ABANDONED",
+    }
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: String,
+    pub created: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeRecord {
+    pub id: String,
+    pub agent: String,
+    /// "INTERACTIVE"
+    pub kind: String,
+    /// "INTERACTIVE"
+    pub connector: String,
+    pub max_concurrent: u32,
+    pub status: RuntimeStatus,
+    /// Host id that serves it.
+    pub host: Option<String>,
+    pub endpoint: Option<String>,
+    pub endpoint_id: Option<String>,
+    pub pid: Option<u32>,
+    pub last_heartbeat: Option<u64>,
+    pub heartbeat_ms: u64,
+    /// Adapter name.
+    pub provider: Option<String>,
+    /// Bound provider session id.
+    pub session_id: Option<String>,
+    /// Why OFFLINE etc.
+    pub status_reason: Option<String>,
+    pub updated: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    /// `inv_` and 12 random lowercase hex characters.
+    pub id: String,
+    /// Insertion order.
+    pub seq: i64,
+    pub from: String,
+    pub to: String,
+    pub body: String,
+    pub status: InvocationStatus,
+    pub created: u64,
+    pub delivered: Option<u64>,
+    /// Last failure or unavailability reason.
+    pub reason: Option<String>,
+    pub attempts: u32,
+}
+
+/// What the endpoint saw while delivering (the delivery layer's proof,
+/// stored as is).
+pub use crate::delivery::Evidence;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub id: i64,
+    pub invocation: String,
+    pub runtime: String,
+    pub endpoint_id: String,
+    pub started: u64,
+    pub lease_until: u64,
+    pub finished: Option<u64>,
+    pub outcome: AttemptOutcome,
+    pub reason: Option<String>,
+    pub evidence: Option<Evidence>,
+}
+
+/// How an attempt ended, for [`Store::finish_attempt`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AttemptResult {
+    Delivered(Evidence),
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewInvocation<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub body: &'a str,
+    pub status: InvocationStatus,
+    pub reason: Option<&'a str>,
+    pub now: u64,
+}
+
+/// Which invocations [`Store::invocations`] lists; `Default` lists all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InvocationFilter<'a> {
+    pub status: Option<InvocationStatus>,
+    pub to: Option<&'a str>,
+}
+
+/// The control-plane record. Every method is one transaction of its own.
+pub trait Store: Send {
+    /// The agent, inserted with `created = now` if missing.
+    fn ensure_agent(&self, id: &str, now: u64) -> Result<Agent, StoreError>;
+    fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError>;
+    /// All agents, ordered by id.
+    fn agents(&self) -> Result<Vec<Agent>, StoreError>;
+
+    fn runtime(&self, id: &str) -> Result<Option<RuntimeRecord>, StoreError>;
+    /// All runtimes, ordered by id.
+    fn runtimes(&self) -> Result<Vec<RuntimeRecord>, StoreError>;
+    /// Upserts the whole row; inserts the agent (`created = r.updated`) if missing.
+    fn save_runtime(&self, r: &RuntimeRecord) -> Result<(), StoreError>;
+    /// Only while `endpoint_id` is still the runtime's: sets last_heartbeat = now and extends
+    /// the lease of every IN_PROGRESS attempt of that endpoint to `lease_until` (never
+    /// shortens one). Returns false when another start has replaced the endpoint (the
+    /// caller must stop).
+    fn heartbeat(
+        &self,
+        runtime: &str,
+        endpoint_id: &str,
+        now: u64,
+        lease_until: u64,
+    ) -> Result<bool, StoreError>;
+    /// Only while `endpoint_id` is still the runtime's: status OFFLINE, reason, endpoint,
+    /// endpoint_id and pid cleared (host kept), updated = now. Leaves its attempts alone:
+    /// follow with [`Store::release_attempts`].
+    fn set_offline(
+        &self,
+        runtime: &str,
+        endpoint_id: &str,
+        reason: &str,
+        now: u64,
+    ) -> Result<bool, StoreError>;
+
+    /// Inserts with a fresh random id, `attempts = 0` and no `delivered` time.
+    fn insert_invocation(&self, new: &NewInvocation<'_>) -> Result<Invocation, StoreError>;
+    fn invocation(&self, id: &str) -> Result<Option<Invocation>, StoreError>;
+    /// Matching invocations in insertion order (by seq).
+    fn invocations(&self, filter: &InvocationFilter<'_>) -> Result<Vec<Invocation>, StoreError>;
+    /// Sets status and reason (`None` clears it). Moving to DELIVERED sets `delivered = now`
+    /// unless already set. Returns false if there is no such invocation.
+    fn set_invocation_status(
+        &self,
+        id: &str,
+        status: InvocationStatus,
+        reason: Option<&str>,
+        now: u64,
+    ) -> Result<bool, StoreError>;
+    /// One transaction (BEGIN IMMEDIATE): if no invocation addressed to `agent` is DELIVERING,
+    /// take the oldest PENDING one (lowest seq), mark it DELIVERING (attempts += 1) and insert an
+    /// IN_PROGRESS attempt for (runtime, endpoint_id, started=now, lease_until). FIFO and one at a time.
+    fn lease_next(
+        &self,
+        agent: &str,
+        runtime: &str,
+        endpoint_id: &str,
+        now: u64,
+        lease_until: u64,
+    ) -> Result<Option<(Invocation, Attempt)>, StoreError>;
+    /// Ends an IN_PROGRESS attempt. Delivered(evidence): attempt DELIVERED with evidence, invocation
+    /// DELIVERED, delivered = evidence.submitted, reason cleared. Failed(reason): attempt FAILED, invocation
+    /// back to PENDING with reason (only if it is still DELIVERING). Returns false (and changes nothing)
+    /// if the attempt is no longer IN_PROGRESS.
+    fn finish_attempt(
+        &self,
+        attempt: i64,
+        result: &AttemptResult,
+        now: u64,
+    ) -> Result<bool, StoreError>;
+    /// Every IN_PROGRESS attempt whose lease_until < now and, if `runtime` is Some, also every
+    /// IN_PROGRESS attempt of that runtime regardless of lease: attempt ABANDONED with `reason`
+    /// and finished = now, its invocation back to PENDING with reason (if still DELIVERING).
+    /// Returns the attempts released, as they are now, by id.
+    fn release_attempts(
+        &self,
+        runtime: Option<&str>,
+        now: u64,
+        reason: &str,
+    ) -> Result<Vec<Attempt>, StoreError>;
+    /// The invocation's attempts, by id.
+    fn attempts(&self, invocation: &str) -> Result<Vec<Attempt>, StoreError>;
+    /// IN_PROGRESS attempts whose lease_until < now (for `doctor`; changes nothing), by id.
+    fn stale_attempts(&self, now: u64) -> Result<Vec<Attempt>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_text_round_trips_in_any_case() {
+        for s in RuntimeStatus::ALL {
+            assert_eq!(
+                s.to_string().to_lowercase().parse::<RuntimeStatus>(),
+                Ok(*s)
+            );
+            assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{s}\""));
+        }
+        for s in InvocationStatus::ALL {
+            assert_eq!(s.to_string().parse::<InvocationStatus>(), Ok(*s));
+        }
+        assert_eq!(
+            "in-progress".parse::<AttemptOutcome>(),
+            Ok(AttemptOutcome::InProgress)
+        );
+        assert_eq!(
+            serde_json::to_string(&AttemptOutcome::InProgress).unwrap(),
+            "\"IN_PROGRESS\""
+        );
+        let err = "gone".parse::<RuntimeStatus>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown runtime status 'gone'; expected one of ONLINE, OFFLINE, DRAINING, REVOKED"
+        );
+    }
+
+    #[test]
+    fn store_is_object_safe_and_send() {
+        fn takes(_: Box<dyn Store>) {}
+        let dir = tempfile::tempdir().unwrap();
+        takes(Box::new(SqliteStore::open_in(dir.path()).unwrap()));
+    }
+}

@@ -1,0 +1,57 @@
+//! The session as the delivery coordinator sees it.
+
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use crate::adapter::Activity;
+use crate::delivery::{Observation, Terminal};
+
+/// Without an adapter, a program counts as idle once its screen has been
+/// still this long.
+const QUIET_SCREEN: Duration = Duration::from_millis(500);
+
+impl Terminal for Shared {
+    fn observe(&self) -> Observation {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let (activity, raw) = match state.activity() {
+            Ok(report) if report.by != crate::adapter::monitor::Classifier::Nothing => {
+                (report.activity, report.raw)
+            }
+            _ => {
+                let still = now.duration_since(state.last_output) >= QUIET_SCREEN;
+                let a = if still {
+                    Activity::Idle
+                } else {
+                    Activity::Busy
+                };
+                (a, Activity::Unknown)
+            }
+        };
+        let (cursor_row, _) = state.model.cursor();
+        let input = state
+            .input_line
+            .read(&state.model.lines_without_dim(), cursor_row);
+        Observation {
+            activity,
+            raw,
+            keyboard_quiet: state.keyboard.last_key().map(|t| now.duration_since(t)),
+            input,
+            input_rule: state.input_rule,
+            screen: state.model.lines().join("\n"),
+            bracketed_paste: state.model.bracketed_paste(),
+        }
+    }
+
+    fn write(&self, bytes: Vec<u8>) {
+        self.lock().pty.write(bytes);
+    }
+
+    fn hold_keyboard(&self, hold: bool) {
+        self.lock().hold_keyboard(hold);
+    }
+
+    fn ended(&self) -> bool {
+        self.exit.borrow().is_some()
+    }
+}
