@@ -11,7 +11,9 @@ use agent_comms_core::pty::SpawnSpec;
 use agent_comms_core::session::{Registry, SessionKind, SessionName, SessionRecord};
 use agent_comms_core::socket::protocol::{Request, Response, SessionInfo, StreamMode};
 use agent_comms_core::supervisor::foreground::run_foreground;
-use agent_comms_core::supervisor::{SupervisorConfig, DEFAULT_KILL_GRACE};
+use agent_comms_core::supervisor::{
+    SupervisorConfig, DEFAULT_KEYBOARD_QUIET_MS, DEFAULT_KILL_GRACE,
+};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
@@ -27,6 +29,9 @@ use serde_json::json;
         People attach to it; scripts snapshot, send and watch."
 )]
 struct Cli {
+    /// Act as this agent (default: $AGENT_COMMS_ACTOR).
+    #[arg(long, global = true, env = "AGENT_COMMS_ACTOR", value_name = "ID")]
+    actor: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,6 +45,23 @@ enum Command {
     /// REPLs (TOML profiles, native and Wasm plugins).
     #[command(subcommand)]
     Adapters(super::adapters::AdaptersCommand),
+    /// Interactive runtimes: serve a provider CLI as an agent's runtime,
+    /// configure, list, show, and deliver text into one.
+    #[command(subcommand)]
+    Runtime(super::runtime::RuntimeCommand),
+    /// Send a message to another agent: stored, then announced in its
+    /// runtime's prompt when idle (as the acting agent).
+    Send(super::messages::SendArgs),
+    /// Messages between agents: list, show (with body and evidence),
+    /// redeliver.
+    #[command(subcommand)]
+    Invocation(super::messages::InvocationCommand),
+    /// Check runtimes, messages and adapters; print findings with the
+    /// command that repairs each (changes nothing).
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -167,6 +189,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Session(cmd) => session(cmd),
         Command::Adapters(cmd) => super::adapters::run(cmd),
+        Command::Runtime(cmd) => super::runtime::run(cmd, cli.actor),
+        Command::Send(args) => super::messages::send(args, cli.actor),
+        Command::Invocation(cmd) => super::messages::invocation(cmd),
+        Command::Doctor { json } => super::doctor::run(json),
     }
 }
 
@@ -184,7 +210,7 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
         }
         SessionCommand::Run { name, spawn } => {
             let config = config(&name, spawn)?;
-            let info = run_foreground(config, None)?;
+            let info = run_foreground(config, None, |_| {})?;
             Ok(info.code.unwrap_or(128 + 1))
         }
         SessionCommand::Ls { json } => list(json),
@@ -321,22 +347,14 @@ fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
             env_remove: Vec::new(),
             rows: spawn.rows,
             cols: spawn.cols,
-            record: spawn.record.map(absolute),
+            record: spawn.record.map(super::absolute),
         },
         command_line,
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
         cells: None,
         adapter,
+        keyboard_quiet_ms: DEFAULT_KEYBOARD_QUIET_MS,
     })
-}
-
-/// `path` made absolute against the current directory (the supervisor runs
-/// elsewhere).
-fn absolute(path: PathBuf) -> PathBuf {
-    if path.is_absolute() {
-        return path;
-    }
-    std::env::current_dir().map_or(path.clone(), |cwd| cwd.join(path))
 }
 
 /// A client for `name`, with a clear error for missing and stale sessions.

@@ -259,6 +259,7 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
             files_dir,
         )),
         adapter: None,
+        keyboard_quiet_ms: agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS,
     };
     if let Err(e) = super::launch::start_detached(&config) {
         return err(out, &format!("create failed: {e:#}"));

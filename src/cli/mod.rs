@@ -1,10 +1,13 @@
 mod adapters;
 pub mod agent_comms;
 mod cells_format;
+mod doctor;
 mod interrupt;
 pub mod k;
 pub mod km;
 mod launch;
+mod messages;
+mod runtime;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.
@@ -23,4 +26,13 @@ pub fn init_logging() {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();
+}
+
+/// `path` made absolute against the current directory (a supervisor may
+/// run elsewhere).
+fn absolute(path: std::path::PathBuf) -> std::path::PathBuf {
+    if path.is_absolute() {
+        return path;
+    }
+    std::env::current_dir().map_or(path.clone(), |cwd| cwd.join(path))
 }

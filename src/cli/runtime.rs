@@ -1,0 +1,289 @@
+//! `agent-comms runtime …`: serve, configure, list, show, deliver.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent_comms_core::client::Client;
+use agent_comms_core::control::registration::{configure, Configure, RuntimeView};
+use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
+use agent_comms_core::control::{host::host_id, open_store, ControlError};
+use agent_comms_core::delivery::{validate, DeliveryOptions, DEFAULT_TIMEOUT_MS};
+use agent_comms_core::session::SessionName;
+use agent_comms_core::socket::protocol::{Request, Response};
+use agent_comms_core::store::{RuntimeStatus, Store};
+use agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS;
+use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
+use anyhow::{bail, Context};
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum RuntimeCommand {
+    /// Run a provider CLI in this terminal as agent ID's interactive
+    /// runtime: registered, heartbeating, and receiving messages when idle.
+    ///
+    /// The terminal is dedicated to it: you use the provider as usual, and
+    /// other agents' messages are typed into its prompt only when it is
+    /// idle and you are not typing. Everything after `--` is the provider's.
+    #[command(name = "interactive-serve")]
+    InteractiveServe {
+        /// The runtime's id (also the session name in `session ls`).
+        #[arg(long)]
+        id: String,
+        /// The adapter for the provider (default: the one that claims the
+        /// command; see `agent-comms adapters list`).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Let claude run agent-comms without asking: appends
+        /// `--allowedTools "Bash(<agent-comms path> *)"` and
+        /// `--allowedTools "Bash(agent-comms *)"`, nothing broader.
+        #[arg(long)]
+        claude_allow_agent_comms: bool,
+        /// Deliveries wait this long after your last keystroke.
+        #[arg(long, default_value_t = DEFAULT_KEYBOARD_QUIET_MS, value_name = "MS")]
+        keyboard_quiet_ms: u64,
+        /// Heartbeat interval; the runtime counts as offline after three
+        /// missed beats.
+        #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
+        heartbeat_ms: u64,
+        /// Record the session as asciicast v2 to FILE.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// The provider's command and arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Create or change a runtime record and claim it for this host (the
+    /// repair that interactive-serve and doctor print).
+    Configure {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long)]
+        connector: Option<String>,
+        #[arg(long)]
+        max_concurrent: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List runtimes with their effective status (a stale heartbeat reads
+    /// OFFLINE).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one runtime.
+    Show {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Type TEXT into the runtime's prompt with the delivery discipline:
+    /// wait for its turn and for idle, verify the echo, press Enter, verify
+    /// the submission; prints the evidence.
+    Deliver {
+        #[arg(long)]
+        id: String,
+        /// Fail at once if the runtime is busy, a person is typing, or
+        /// another delivery is in progress.
+        #[arg(long = "try")]
+        try_only: bool,
+        /// Seconds to wait for the turn and for idle.
+        #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000)]
+        timeout: u64,
+        #[arg(long)]
+        json: bool,
+        /// One line of text (no newlines or control characters).
+        text: String,
+    },
+}
+
+pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
+    match cmd {
+        RuntimeCommand::InteractiveServe {
+            id,
+            provider,
+            claude_allow_agent_comms,
+            keyboard_quiet_ms,
+            heartbeat_ms,
+            record,
+            command,
+        } => {
+            let id = SessionName::parse(&id)?;
+            let registry = agent_comms_adapters::registry();
+            let adapter = match &provider {
+                Some(name) => match registry.get(name) {
+                    Some(entry) => Some(entry.clone()),
+                    None => {
+                        bail!("no adapter named '{name}'; see them with: agent-comms adapters list")
+                    }
+                },
+                None => registry.for_command(&command.join(" ")).cloned(),
+            };
+            let argv = if claude_allow_agent_comms {
+                let exe = std::env::current_exe()
+                    .and_then(|p| p.canonicalize())
+                    .context("cannot resolve the agent-comms executable's path")?;
+                grant_agent_comms(&command, adapter.as_ref(), &exe)?
+            } else {
+                command
+            };
+            if heartbeat_ms == 0 {
+                bail!("--heartbeat-ms must be above 0");
+            }
+            let store = open_store()?;
+            let code = serve(
+                Box::new(store),
+                ServeOptions {
+                    agent: actor.unwrap_or_else(|| id.to_string()),
+                    id,
+                    host: host_id()?,
+                    adapter,
+                    argv,
+                    cwd: std::env::current_dir().context("cannot read the current directory")?,
+                    heartbeat: Duration::from_millis(heartbeat_ms),
+                    keyboard_quiet: Duration::from_millis(keyboard_quiet_ms),
+                    record: record.map(super::absolute),
+                },
+            )?;
+            Ok(code)
+        }
+        RuntimeCommand::Configure {
+            id,
+            kind,
+            connector,
+            max_concurrent,
+            json,
+        } => {
+            let id = SessionName::parse(&id)?;
+            let store = open_store()?;
+            let host = host_id()?;
+            let r = configure(
+                &store,
+                &host,
+                &Configure {
+                    id: &id,
+                    agent: actor.as_deref(),
+                    kind: kind.as_deref(),
+                    connector: connector.as_deref(),
+                    max_concurrent,
+                },
+                unix_millis(),
+            )?;
+            let view = RuntimeView::new(&r, &host, unix_millis());
+            if json {
+                println!("{}", serde_json::to_string(&view)?);
+            } else {
+                println!(
+                    "runtime {} configured: agent {}, kind {}, connector {}, max-concurrent {}, this host",
+                    view.id, view.agent, view.kind, view.connector, view.max_concurrent
+                );
+            }
+            Ok(0)
+        }
+        RuntimeCommand::List { json } => {
+            let store = open_store()?;
+            let host = host_id()?;
+            let now = unix_millis();
+            let views: Vec<RuntimeView> = store
+                .runtimes()?
+                .iter()
+                .map(|r| RuntimeView::new(r, &host, now))
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string(&views)?);
+            } else if views.is_empty() {
+                println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve --id ID -- <provider command>");
+            } else {
+                println!(
+                    "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} WHERE",
+                    "ID", "AGENT", "STATUS", "PID", "LAST HEARTBEAT", "PROVIDER"
+                );
+                for v in &views {
+                    println!(
+                        "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} {}",
+                        v.id,
+                        v.agent,
+                        v.status.to_string(),
+                        v.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+                        v.last_heartbeat.as_deref().unwrap_or("-"),
+                        v.provider.as_deref().unwrap_or("-"),
+                        if v.local { "this host" } else { "other host" }
+                    );
+                }
+            }
+            Ok(0)
+        }
+        RuntimeCommand::Show { id, json } => {
+            let store = open_store()?;
+            let host = host_id()?;
+            let r = store
+                .runtime(&id)?
+                .ok_or(ControlError::UnknownRuntime(id.clone()))?;
+            let view = RuntimeView::new(&r, &host, unix_millis());
+            if json {
+                println!("{}", serde_json::to_string(&view)?);
+            } else {
+                let text = serde_json::to_value(&view)?;
+                for (k, v) in text.as_object().expect("a struct") {
+                    let v = match v {
+                        serde_json::Value::Null => "-".to_owned(),
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    println!("{k:<15} {v}");
+                }
+            }
+            Ok(0)
+        }
+        RuntimeCommand::Deliver {
+            id,
+            try_only,
+            timeout,
+            json,
+            text,
+        } => {
+            validate(&text)?;
+            let store = open_store()?;
+            let host = host_id()?;
+            let r = store
+                .runtime(&id)?
+                .ok_or(ControlError::UnknownRuntime(id.clone()))?;
+            let view = RuntimeView::new(&r, &host, unix_millis());
+            if !view.local {
+                let host = view.host.unwrap_or_default();
+                return Err(ControlError::ForeignHost { id, host }.into());
+            }
+            let endpoint = match (view.status, &view.endpoint) {
+                (RuntimeStatus::Online, Some(e)) => e.clone(),
+                _ => return Err(ControlError::Offline(id).into()),
+            };
+            let mut client = Client::connect(endpoint.as_ref())
+                .map_err(|_| ControlError::Offline(id.clone()))?;
+            let options = DeliveryOptions {
+                try_only,
+                timeout_ms: timeout.saturating_mul(1000),
+            };
+            match client.request(Request::Deliver { text, options })? {
+                Response::Delivered(e) => {
+                    if json {
+                        println!("{}", serde_json::to_string(&e)?);
+                    } else {
+                        println!(
+                            "delivered to {id}: echoed {}, entered {}, submitted {} ({} Enter, {})",
+                            iso_from_unix_millis(e.echoed),
+                            iso_from_unix_millis(e.entered),
+                            iso_from_unix_millis(e.submitted),
+                            e.enter_presses,
+                            e.style
+                        );
+                    }
+                    Ok(0)
+                }
+                Response::Error { message } => bail!("{message}"),
+                other => bail!("unexpected reply to deliver: {other:?}"),
+            }
+        }
+    }
+}
