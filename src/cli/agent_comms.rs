@@ -117,6 +117,15 @@ enum SessionCommand {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
+    /// Type one line into the session with the delivery discipline (wait
+    /// for idle and a quiet keyboard, verify echo and submission), as
+    /// `runtime deliver` does for runtimes; prints the evidence.
+    Deliver {
+        name: String,
+        #[command(flatten)]
+        options: super::runtime::DeliverArgs,
+        text: String,
+    },
     /// End the session (SIGHUP/SIGTERM, then SIGKILL after the grace period)
     /// and wait until it is gone.
     Kill {
@@ -286,6 +295,14 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             let (mut client, _) = connect(&name)?;
             client.request(Request::Write { data })?;
             Ok(0)
+        }
+        SessionCommand::Deliver {
+            name,
+            options,
+            text,
+        } => {
+            let (client, _) = connect(&name)?;
+            super::runtime::deliver_with(client, &name, options, text)
         }
         SessionCommand::Kill { name, grace, json } => {
             let (mut client, record) = connect(&name)?;

@@ -14,7 +14,7 @@ use agent_comms_core::store::{RuntimeStatus, Store};
 use agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS;
 use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
 use anyhow::{bail, Context};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 #[derive(Subcommand)]
 pub enum RuntimeCommand {
@@ -85,18 +85,25 @@ pub enum RuntimeCommand {
     Deliver {
         #[arg(long)]
         id: String,
-        /// Fail at once if the runtime is busy, a person is typing, or
-        /// another delivery is in progress.
-        #[arg(long = "try")]
-        try_only: bool,
-        /// Seconds to wait for the turn and for idle.
-        #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000)]
-        timeout: u64,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        options: DeliverArgs,
         /// One line of text (no newlines or control characters).
         text: String,
     },
+}
+
+#[derive(Args)]
+pub struct DeliverArgs {
+    /// Fail at once if the program is busy, a person is typing, or another
+    /// delivery is in progress.
+    #[arg(long = "try")]
+    try_only: bool,
+    /// Seconds to wait for the turn and for idle.
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000)]
+    timeout: u64,
+    /// Print the evidence as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
@@ -237,13 +244,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        RuntimeCommand::Deliver {
-            id,
-            try_only,
-            timeout,
-            json,
-            text,
-        } => {
+        RuntimeCommand::Deliver { id, options, text } => {
             validate(&text)?;
             let store = open_store()?;
             let host = host_id()?;
@@ -259,31 +260,43 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
                 (RuntimeStatus::Online, Some(e)) => e.clone(),
                 _ => return Err(ControlError::Offline(id).into()),
             };
-            let mut client = Client::connect(endpoint.as_ref())
+            let client = Client::connect(endpoint.as_ref())
                 .map_err(|_| ControlError::Offline(id.clone()))?;
-            let options = DeliveryOptions {
-                try_only,
-                timeout_ms: timeout.saturating_mul(1000),
-            };
-            match client.request(Request::Deliver { text, options })? {
-                Response::Delivered(e) => {
-                    if json {
-                        println!("{}", serde_json::to_string(&e)?);
-                    } else {
-                        println!(
-                            "delivered to {id}: echoed {}, entered {}, submitted {} ({} Enter, {})",
-                            iso_from_unix_millis(e.echoed),
-                            iso_from_unix_millis(e.entered),
-                            iso_from_unix_millis(e.submitted),
-                            e.enter_presses,
-                            e.style
-                        );
-                    }
-                    Ok(0)
-                }
-                Response::Error { message } => bail!("{message}"),
-                other => bail!("unexpected reply to deliver: {other:?}"),
-            }
+            deliver_with(client, &id, options, text)
         }
+    }
+}
+
+/// Asks the supervisor behind `client` to deliver `text`; prints the
+/// evidence.
+pub fn deliver_with(
+    mut client: Client,
+    name: &str,
+    args: DeliverArgs,
+    text: String,
+) -> anyhow::Result<i32> {
+    validate(&text)?;
+    let options = DeliveryOptions {
+        try_only: args.try_only,
+        timeout_ms: args.timeout.saturating_mul(1000),
+    };
+    match client.request(Request::Deliver { text, options })? {
+        Response::Delivered(e) => {
+            if args.json {
+                println!("{}", serde_json::to_string(&e)?);
+            } else {
+                println!(
+                    "delivered to {name}: echoed {}, entered {}, submitted {} ({} Enter, {})",
+                    iso_from_unix_millis(e.echoed),
+                    iso_from_unix_millis(e.entered),
+                    iso_from_unix_millis(e.submitted),
+                    e.enter_presses,
+                    e.style
+                );
+            }
+            Ok(0)
+        }
+        Response::Error { message } => bail!("{message}"),
+        other => bail!("unexpected reply to deliver: {other:?}"),
     }
 }

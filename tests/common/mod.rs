@@ -100,6 +100,8 @@ pub struct TestEnv {
     pub runtime: PathBuf,
     /// `AGENT_COMMS_HOME`.
     pub home: PathBuf,
+    /// `AGENT_COMMS_PROJECT`: where the control-plane store lives.
+    pub project: PathBuf,
     started: Mutex<Vec<Record>>,
 }
 
@@ -118,10 +120,13 @@ impl TestEnv {
         let runtime = base.path().join("run");
         let home = base.path().join("home");
         fs::create_dir(&home).expect("create AGENT_COMMS_HOME");
+        let project = base.path().join("project");
+        fs::create_dir(&project).expect("create AGENT_COMMS_PROJECT");
         Self {
             base,
             runtime,
             home,
+            project,
             started: Mutex::new(Vec::new()),
         }
     }
@@ -136,6 +141,7 @@ impl TestEnv {
         vec![
             ("AGENT_COMMS_RUNTIME_DIR", self.runtime.clone()),
             ("AGENT_COMMS_HOME", self.home.clone()),
+            ("AGENT_COMMS_PROJECT", self.project.clone()),
         ]
     }
 
@@ -417,12 +423,17 @@ pub fn run_bounded(mut cmd: Command, what: &str) -> Run {
 
 /// Polls `done` until it holds, for conditions that have no event to wait
 /// on; fails the test after [`TIMEOUT`].
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + TIMEOUT;
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    wait_until_within(TIMEOUT, what, done);
+}
+
+/// [`wait_until`] with a longer bound, for work that takes long by design.
+pub fn wait_until_within(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
     while !done() {
         assert!(
             Instant::now() < deadline,
-            "timed out after {TIMEOUT:?} waiting for {what}"
+            "timed out after {timeout:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(25));
     }
@@ -461,7 +472,7 @@ struct Screen {
 pub struct Term {
     child: Box<dyn portable_pty::Child + Send + Sync>,
     pid: u32,
-    writer: Box<dyn Write + Send>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
     _master: Box<dyn MasterPty + Send>,
     screen: Arc<(Mutex<Screen>, Condvar)>,
     status: Option<portable_pty::ExitStatus>,
@@ -469,7 +480,19 @@ pub struct Term {
 
 impl Term {
     /// Starts `argv` in a new 24x80 PTY with `env`'s environment.
+    /// The test answers terminal queries itself, if it wants to.
     pub fn spawn(env: &TestEnv, argv: &[&str]) -> Self {
+        Self::spawn_with(env, argv, &[], false)
+    }
+
+    /// [`Term::spawn`] with more variables. Like a real terminal it answers
+    /// cursor-position queries (`ESC[6n`), which some programs wait for at
+    /// start-up.
+    pub fn terminal(env: &TestEnv, argv: &[&str], vars: &[(&str, &str)]) -> Self {
+        Self::spawn_with(env, argv, vars, true)
+    }
+
+    fn spawn_with(env: &TestEnv, argv: &[&str], vars: &[(&str, &str)], answer: bool) -> Self {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: 24,
@@ -484,6 +507,9 @@ impl Term {
         for (k, v) in env.vars() {
             cmd.env(k, v);
         }
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
         if let Ok(cwd) = std::env::current_dir() {
             cmd.cwd(cwd);
         }
@@ -494,9 +520,10 @@ impl Term {
         drop(pair.slave);
         let pid = child.process_id().expect("the child has a pid");
         let mut reader = pair.master.try_clone_reader().expect("PTY reader");
-        let writer = pair.master.take_writer().expect("PTY writer");
+        let writer = Arc::new(Mutex::new(pair.master.take_writer().expect("PTY writer")));
         let screen = Arc::new((Mutex::new(Screen::default()), Condvar::new()));
         let shared = Arc::clone(&screen);
+        let answers = Arc::clone(&writer);
         std::thread::spawn(move || {
             let mut buf = [0u8; 16 * 1024];
             loop {
@@ -513,6 +540,12 @@ impl Term {
                 }
                 s.bytes.extend_from_slice(&buf[..n]);
                 cvar.notify_all();
+                drop(s);
+                let queries = buf[..n].windows(4).filter(|w| w == b"\x1b[6n").count();
+                for _ in 0..if answer { queries } else { 0 } {
+                    let mut w = answers.lock().unwrap();
+                    let _ = w.write_all(b"\x1b[1;1R").and_then(|()| w.flush());
+                }
             }
         });
         Self {
@@ -531,10 +564,9 @@ impl Term {
 
     /// Types `bytes`.
     pub fn write(&mut self, bytes: &[u8]) {
-        self.writer
-            .write_all(bytes)
-            .expect("write to the test-side PTY");
-        self.writer.flush().expect("flush the test-side PTY");
+        let mut writer = self.writer.lock().unwrap();
+        writer.write_all(bytes).expect("write to the test-side PTY");
+        writer.flush().expect("flush the test-side PTY");
     }
 
     /// Everything shown so far, lossily decoded.

@@ -802,11 +802,15 @@ class FakeProvider:
         self.rows_drawn = len(frame.rows)
 
     def history_rows(self, user: tuple[str, str], reply: tuple[str, str]) -> list[str]:
-        """History as rows; ``user`` and ``reply`` are (prefix, continuation)."""
+        """History as rows; ``user`` and ``reply`` are (prefix, continuation).
+        Only the newest entries that can still show are laid out, so a long
+        session redraws as fast as a new one."""
         rows: list[str] = []
-        for who, text in self.history:
+        for who, text in reversed(self.history):
+            if len(rows) >= self.height:
+                break
             prefix, cont = user if who == "user" else reply
-            rows += wrap(text, prefix, cont, self.width)
+            rows[:0] = wrap(text, prefix, cont, self.width)
         return rows
 
 

@@ -16,6 +16,7 @@ use super::profile::{Anchor, InputLine, Region};
 pub struct InputLineReader {
     region: Region,
     pattern: Option<Regex>,
+    continuation: Option<Regex>,
 }
 
 impl InputLineReader {
@@ -26,6 +27,10 @@ impl InputLineReader {
             Some(line) => Self {
                 region: line.region,
                 pattern: Regex::new(line.pattern.get_ref()).ok(),
+                continuation: line
+                    .continuation
+                    .as_ref()
+                    .and_then(|c| Regex::new(c.get_ref()).ok()),
             },
             None => Self {
                 region: Region {
@@ -34,35 +39,43 @@ impl InputLineReader {
                     rows: 1,
                 },
                 pattern: None,
+                continuation: None,
             },
         }
     }
 
     /// What the input line holds (trimmed; empty when nothing), or `None`
     /// when no row of the region looks like an input line. Text that wraps
-    /// goes on in the indented rows right below the prompt's row; they are
-    /// joined to it. `lines` are the screen's rows with dim text blanked.
+    /// goes on in the rows right below, as the adapter's continuation rule
+    /// says. `lines` are the screen's rows with dim text blanked.
     pub fn read(&self, lines: &[String], cursor_row: u16) -> Option<String> {
         let range = region_range(lines, cursor_row, self.region);
         let Some(pattern) = &self.pattern else {
             return lines.get(range.start).map(|r| r.trim().to_owned());
         };
         // The last match: history above the input line may look like it.
-        let (row, first) = range.rev().find_map(|i| {
-            let caps = pattern.captures(&lines[i])?;
-            let text = caps.name("text").or_else(|| caps.get(1))?;
-            Some((i, text.as_str().to_owned()))
-        })?;
+        let (row, first) = range
+            .rev()
+            .find_map(|i| Some((i, captured(pattern, &lines[i])?)))?;
         let mut text = first;
-        for more in lines[row + 1..]
-            .iter()
-            .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
-        {
-            text.push(' ');
-            text.push_str(more.trim());
+        if let Some(continuation) = &self.continuation {
+            for more in lines[row + 1..]
+                .iter()
+                .map_while(|l| captured(continuation, l).filter(|t| !t.trim().is_empty()))
+            {
+                text.push(' ');
+                text.push_str(more.trim());
+            }
         }
         Some(text.trim().to_owned())
     }
+}
+
+/// The text a pattern captures in `row` (its `text` group, or its first).
+fn captured(pattern: &Regex, row: &str) -> Option<String> {
+    let caps = pattern.captures(row)?;
+    let text = caps.name("text").or_else(|| caps.get(1))?;
+    Some(text.as_str().to_owned())
 }
 
 #[cfg(test)]
@@ -84,7 +97,7 @@ mod tests {
 
     #[test]
     fn reads_the_prompt_row_in_the_region() {
-        let r = reader("region = { from = \"bottom\", rows = 4 }\npattern = '^❯ ?(.*)$'");
+        let r = reader("region = { from = \"bottom\", rows = 4 }\npattern = '^❯ ?(.*)$'\ncontinuation = '^  (.*)$'");
         let screen = rows("❯ old message\nreply\n────\n❯ half typed\n────\n  ? for shortcuts");
         assert_eq!(r.read(&screen, 0).as_deref(), Some("half typed"));
         let empty = rows("❯ old message\n────\n❯\n────\n  ? for shortcuts");

@@ -202,6 +202,10 @@ impl Default for Input {
 pub struct InputLine {
     pub region: Region,
     pub pattern: Spanned<String>,
+    /// Rows right below the input line that carry on its text when it
+    /// wraps (their capture group is the text); none when absent.
+    #[serde(default)]
+    pub continuation: Option<Spanned<String>>,
 }
 
 fn default_style() -> InputStyle {
@@ -383,22 +387,26 @@ impl Profile {
             }
         }
         if let Some(line) = &self.input.line {
-            let pattern = &line.pattern;
-            match regex::Regex::new(pattern.get_ref()) {
-                Err(e) => {
-                    return Err(at(
-                        pattern.span().start,
-                        format!("input.line.pattern: {}", regex_problem(&e)),
-                    ));
+            for (field, pattern) in [
+                ("pattern", Some(&line.pattern)),
+                ("continuation", line.continuation.as_ref()),
+            ] {
+                let Some(pattern) = pattern else { continue };
+                match regex::Regex::new(pattern.get_ref()) {
+                    Err(e) => {
+                        return Err(at(
+                            pattern.span().start,
+                            format!("input.line.{field}: {}", regex_problem(&e)),
+                        ));
+                    }
+                    Ok(re) if re.captures_len() < 2 => {
+                        return Err(at(
+                            pattern.span().start,
+                            format!("input.line.{field}: capture what the line holds, e.g. '^> (?P<text>.*)'"),
+                        ));
+                    }
+                    Ok(_) => {}
                 }
-                Ok(re) if re.captures_len() < 2 => {
-                    return Err(at(
-                        pattern.span().start,
-                        "input.line.pattern: capture what the line holds, e.g. '^> (?P<text>.*)'"
-                            .into(),
-                    ));
-                }
-                Ok(_) => {}
             }
         }
         if self.kind == Kind::Repl && self.repl.is_none() {

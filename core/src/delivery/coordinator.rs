@@ -125,7 +125,9 @@ impl DeliveryCoordinator {
             if term.ended() {
                 return Err(DeliveryError::Ended);
             }
-            let blocker = self.blocker(&term.observe());
+            let seen = term.observe();
+            let blocker = self.blocker(&seen);
+            tracing::debug!(?blocker, ?seen.activity, ?seen.input, "delivery waits");
             if blocker.is_none() {
                 // Hold the keyboard, then look again: a key that arrived in
                 // between is now either on the screen or counted as recent.

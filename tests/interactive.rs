@@ -1,0 +1,697 @@
+//! Interactive runtimes end to end: `runtime interactive-serve` runs a fake
+//! provider (tests/fakes) in a test-side terminal — the person's terminal —
+//! and other commands deliver, send and repair through the real binary.
+//!
+//! The fakes log every submitted line; the assertions read that log, so
+//! they check what the provider received, not what agent-comms believes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{wait_until, wait_until_within, Run, Term, TestEnv};
+use serde_json::Value;
+
+/// Short intervals keep the tests fast; the defaults are for people.
+const HEARTBEAT_MS: &str = "200";
+const KEYBOARD_QUIET_MS: &str = "400";
+
+fn fake(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fakes/bin")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// One runtime served in a test-side terminal.
+struct Served {
+    term: Term,
+    id: String,
+    log: PathBuf,
+}
+
+impl Served {
+    /// `--actor ID runtime interactive-serve --id ID EXTRA… -- <fake>` with
+    /// `vars` for the fake; returns once the runtime is online and the fake
+    /// shows its idle screen.
+    fn start(
+        env: &TestEnv,
+        id: &str,
+        provider: &str,
+        vars: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Self {
+        let served = Self::spawn(env, id, provider, vars, extra);
+        served.wait_online(env);
+        served.wait_ready();
+        served
+    }
+
+    /// Starts the serve without waiting for anything.
+    fn spawn(
+        env: &TestEnv,
+        id: &str,
+        provider: &str,
+        vars: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Self {
+        // One log per start: a restarted runtime's fake logs afresh.
+        static STARTS: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTS.fetch_add(1, Ordering::Relaxed);
+        let log = env.base().join(format!("{id}-{provider}-{n}.log"));
+        let log_s = log.display().to_string();
+        let exe = fake(provider);
+        let mut argv = vec![
+            common::BIN,
+            "--actor",
+            id,
+            "runtime",
+            "interactive-serve",
+            "--id",
+            id,
+            "--heartbeat-ms",
+            HEARTBEAT_MS,
+            "--keyboard-quiet-ms",
+            KEYBOARD_QUIET_MS,
+        ];
+        argv.extend_from_slice(extra);
+        argv.push("--");
+        argv.push(&exe);
+        let mut all_vars = vec![("FAKE_LOG", log_s.as_str())];
+        all_vars.extend_from_slice(vars);
+        let term = Term::terminal(env, &argv, &all_vars);
+        Self {
+            term,
+            id: id.to_owned(),
+            log,
+        }
+    }
+
+    fn wait_online(&self, env: &TestEnv) {
+        wait_until(&format!("runtime {} online", self.id), || {
+            let run = env.run(&["runtime", "show", "--id", &self.id, "--json"]);
+            run.success() && json(&run)["status"] == "ONLINE"
+        });
+    }
+
+    /// The fake's idle footer is on the test terminal.
+    fn wait_ready(&self) {
+        wait_until("the fake's start", || events(&self.log, "start").len() == 1);
+    }
+
+    fn submits(&self) -> Vec<Value> {
+        events(&self.log, "submit")
+    }
+
+    fn submitted_texts(&self) -> Vec<String> {
+        self.submits()
+            .iter()
+            .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// The fake's log entries of one kind.
+fn events(log: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == kind)
+        .collect()
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("`{}` printed no JSON ({e}): {run:#?}", run.what))
+}
+
+fn deliver(env: &TestEnv, id: &str, text: &str) -> Value {
+    json(&env.run_ok(&["runtime", "deliver", "--id", id, "--json", text]))
+}
+
+fn invocation(env: &TestEnv, id: &str) -> Value {
+    json(&env.run_ok(&["invocation", "show", id, "--json"]))
+}
+
+/// `send` as `from`; returns the invocation's JSON.
+fn send(env: &TestEnv, from: &str, to: &str, text: &str, wait: bool) -> Value {
+    let mut args = vec!["--actor", from, "send", "--to", to, "--json"];
+    if wait {
+        args.extend_from_slice(&["--wait", "15"]);
+    }
+    args.push(text);
+    json(&env.run_ok(&args))
+}
+
+fn notification(id: &str, from: &str) -> String {
+    format!(
+        "[agent-comms] message {id} from {from}; read it with: agent-comms invocation show {id}"
+    )
+}
+
+// ---------------------------------------------------------------------------
+
+/// Delivery into a provider that works by itself now and then: every text
+/// arrives once, whole, in order, and never while the provider is busy.
+fn delivers_while_it_alternates(provider: &str) {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", provider, &[("FAKE_AUTOBUSY", "700,500")], &[]);
+    let texts: Vec<String> = (1..=4)
+        .map(|i| format!("note {i} for {provider} ✓"))
+        .collect();
+    for text in &texts {
+        let evidence = deliver(&env, "bob", text);
+        assert!(evidence["echoed"].as_u64() <= evidence["entered"].as_u64());
+        assert!(evidence["entered"].as_u64() <= evidence["submitted"].as_u64());
+        assert_eq!(evidence["style"], "paste");
+    }
+    assert_eq!(served.submitted_texts(), texts);
+    assert!(
+        served.submits().iter().all(|s| s["while_busy"] == false),
+        "{:?}",
+        served.submits()
+    );
+    let busy_turns = events(&served.log, "autobusy")
+        .iter()
+        .filter(|e| e["busy"] == true)
+        .count();
+    assert!(
+        busy_turns >= 1,
+        "the fake never worked by itself during the test"
+    );
+}
+
+#[test]
+fn delivers_into_claude_while_it_alternates_busy_and_idle() {
+    delivers_while_it_alternates("claude");
+}
+
+#[test]
+fn delivers_into_codex_while_it_alternates_busy_and_idle() {
+    delivers_while_it_alternates("codex");
+}
+
+#[test]
+fn delivers_into_opencode_while_it_alternates_busy_and_idle() {
+    delivers_while_it_alternates("opencode");
+}
+
+/// Without bracketed paste, Codex takes a fast burst of characters for a
+/// paste and an Enter right after it for a newline: the adapter's Enter
+/// delay keeps the submission whole.
+#[test]
+fn typed_input_into_codex_survives_its_paste_burst_rule() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "codex", &[("FAKE_NO_BRACKETED", "1")], &[]);
+    let evidence = deliver(&env, "bob", "typed, not pasted: a burst of characters");
+    assert_eq!(evidence["style"], "typed");
+    assert_eq!(
+        served.submitted_texts(),
+        ["typed, not pasted: a burst of characters"]
+    );
+    assert!(events(&served.log, "newline-inserted").is_empty());
+}
+
+#[test]
+fn a_lost_enter_is_pressed_again() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[("FAKE_DROP_ENTER", "1")], &[]);
+    let evidence = deliver(&env, "bob", "first Enter gets lost");
+    assert_eq!(evidence["enter_presses"], 2);
+    assert_eq!(events(&served.log, "dropped-enter").len(), 1);
+    assert_eq!(served.submitted_texts(), ["first Enter gets lost"]);
+}
+
+#[test]
+fn a_message_is_announced_and_its_body_read_with_invocation_show() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let body = "line one\nline two \u{1b}[31m (never typed)";
+    let sent = send(&env, "alice", "bob", body, true);
+    let id = sent["id"].as_str().unwrap();
+    assert_eq!(sent["status"], "DELIVERED");
+    assert_eq!(served.submitted_texts(), [notification(id, "alice")]);
+    let shown = invocation(&env, id);
+    assert_eq!(shown["body"], body);
+    assert_eq!(shown["from"], "alice");
+    assert_eq!(shown["to"], "bob");
+    let attempts = shown["delivery_attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["outcome"], "DELIVERED");
+    assert!(attempts[0]["evidence"]["submitted"].is_string());
+    // The child knows who it is.
+    let pid = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["pid"]
+        .as_u64()
+        .unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(environ
+        .split(|b| *b == 0)
+        .any(|v| v == b"AGENT_COMMS_ACTOR=bob"));
+}
+
+/// Eight agents send 25 messages each at once: each notification is typed
+/// exactly once, whole, and never into a busy provider.
+#[test]
+fn concurrent_senders_deliver_every_message_exactly_once() {
+    let env = TestEnv::new();
+    // A shorter debounce than the built-in profile's keeps 200 turns quick;
+    // a project profile is how a user tunes one.
+    let builtin = include_str!("../config/providers/claude-code.toml");
+    let providers = env.project.join(".agent-comms/providers");
+    std::fs::create_dir_all(&providers).unwrap();
+    std::fs::write(
+        providers.join("claude-code.toml"),
+        builtin.replace("debounce_ms = 400", "debounce_ms = 120"),
+    )
+    .unwrap();
+    let served = Served::start(&env, "bob", "claude", &[("FAKE_BUSY_MS", "40")], &[]);
+    let ids: Vec<Vec<String>> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..8)
+            .map(|s| {
+                let env = &env;
+                scope.spawn(move || {
+                    let from = format!("agent{s}");
+                    (0..25)
+                        .map(|m| {
+                            let sent = send(
+                                env,
+                                &from,
+                                "bob",
+                                &format!("message {m} from {from}"),
+                                false,
+                            );
+                            sent["id"].as_str().unwrap().to_owned()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        senders.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let all: Vec<&String> = ids.iter().flatten().collect();
+    assert_eq!(all.len(), 200);
+    let started = std::time::Instant::now();
+    // About a quarter second per turn (type, echo, Enter delay, the fake's
+    // turn, the debounce); the fake's log is cheap to watch.
+    wait_until_within(Duration::from_secs(150), "200 submissions", || {
+        served.submits().len() >= 200
+    });
+    eprintln!("200 messages delivered in {:?}", started.elapsed());
+    wait_until("all 200 recorded as delivered", || {
+        let run = env.run_ok(&["invocation", "list", "--status", "DELIVERED", "--json"]);
+        json(&run).as_array().unwrap().len() == 200
+    });
+    let submits = served.submitted_texts();
+    assert_eq!(submits.len(), 200, "{submits:#?}");
+    for (s, ids) in ids.iter().enumerate() {
+        for id in ids {
+            let expected = notification(id, &format!("agent{s}"));
+            assert_eq!(
+                submits.iter().filter(|t| **t == expected).count(),
+                1,
+                "{id}"
+            );
+        }
+        // One sender's messages arrive in the order it sent them.
+        let positions: Vec<usize> = ids
+            .iter()
+            .map(|id| {
+                submits
+                    .iter()
+                    .position(|t| t.contains(id.as_str()))
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "agent{s} out of order"
+        );
+    }
+    assert!(served.submits().iter().all(|s| s["while_busy"] == false));
+}
+
+#[test]
+fn a_text_that_never_echoes_is_not_entered_and_stays_pending() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[("FAKE_HIDE_INPUT", "1")], &[]);
+    let run = env.run(&[
+        "--actor", "alice", "send", "--to", "bob", "--wait", "15", "--json", "hello?",
+    ]);
+    assert!(!run.success(), "{run:#?}");
+    let id = json(&run)["id"].as_str().unwrap().to_owned();
+    let shown = invocation(&env, &id);
+    assert_ne!(shown["status"], "DELIVERED");
+    let first = &shown["delivery_attempts"][0];
+    assert_eq!(first["outcome"], "FAILED");
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not show on the screen"),
+        "{first}"
+    );
+    assert!(
+        served.submits().is_empty(),
+        "Enter was pressed: {:?}",
+        served.submits()
+    );
+}
+
+#[test]
+fn bad_text_is_refused_and_nothing_is_typed() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let cases = [
+        ("two\nlines", "line break"),
+        ("esc \u{1b}[31m red", "control character U+001B"),
+        ("bell \u{7}", "control character U+0007"),
+        (&"x".repeat(5000), "limit is 4096"),
+    ];
+    for (text, why) in cases {
+        let run = env
+            .run(&["runtime", "deliver", "--id", "bob", text])
+            .fails_with_one_line();
+        assert!(run.stderr.contains(why), "{why}: {run:#?}");
+    }
+    // NUL cannot travel in argv; over the socket it is refused the same way.
+    let socket = env.runtime.join("bob.sock");
+    let mut client = agent_comms_core::client::Client::connect(&socket).unwrap();
+    let refused = client
+        .request(agent_comms_core::socket::protocol::Request::Deliver {
+            text: "nul \0 byte".into(),
+            options: agent_comms_core::delivery::DeliveryOptions {
+                try_only: true,
+                timeout_ms: 1000,
+            },
+        })
+        .expect_err("a NUL is refused");
+    assert!(refused.to_string().contains("U+0000"), "{refused}");
+    // Invalid UTF-8 in a body file.
+    let file = env.base().join("bad.txt");
+    std::fs::write(&file, b"ok \xff\xfe").unwrap();
+    let f = file.display().to_string();
+    let run = env
+        .run(&["--actor", "alice", "send", "--to", "bob", "--body-file", &f])
+        .fails_with_one_line();
+    assert!(run.stderr.contains("not UTF-8"), "{run:#?}");
+    let run = env
+        .run(&["runtime", "deliver", "--id", "nobody", "hi"])
+        .fails_with_one_line();
+    assert!(run.stderr.contains("no runtime 'nobody'"), "{run:#?}");
+    let run = env
+        .run(&["--actor", "alice", "send", "--to", "nobody", "hi"])
+        .fails_with_one_line();
+    assert!(run.stderr.contains("no agent 'nobody'"), "{run:#?}");
+    let run = env
+        .run(&["send", "--to", "bob", "hi"])
+        .fails_with_one_line();
+    assert!(run.stderr.contains("--actor"), "{run:#?}");
+    assert!(served.submits().is_empty());
+    let listed = json(&env.run_ok(&["invocation", "list", "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 0, "{listed}");
+}
+
+/// The person at the runtime's terminal comes first: a delivery waits while
+/// they type or leave text in the input line, and their text is never
+/// mixed with it.
+#[test]
+fn a_person_typing_holds_deliveries_back() {
+    let env = TestEnv::new();
+    let mut served = Served::start(&env, "bob", "claude", &[], &[]);
+    served.term.write(b"half typ");
+    served.term.wait_for("half typ");
+    let run = env.run(&[
+        "runtime",
+        "deliver",
+        "--id",
+        "bob",
+        "--try",
+        "from a script",
+    ]);
+    let run = run.fails_with_one_line();
+    assert!(
+        run.stderr.contains("a person is typing") || run.stderr.contains("holds unsent text"),
+        "{run:#?}"
+    );
+    // Quiet keyboard, but the line still holds the person's text.
+    std::thread::sleep(Duration::from_millis(500));
+    let run = env.run(&[
+        "runtime",
+        "deliver",
+        "--id",
+        "bob",
+        "--try",
+        "from a script",
+    ]);
+    assert!(run
+        .fails_with_one_line()
+        .stderr
+        .contains("holds unsent text"));
+    // A waiting delivery goes in once the person has cleared the line and
+    // the keyboard is quiet; the person's next line comes after it.
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| deliver(&env, "bob", "from a script"));
+        served.term.write(b"\x15"); // Ctrl-U
+        let evidence = waiting.join().unwrap();
+        assert_eq!(evidence["enter_presses"], 1);
+    });
+    served.term.write(b"mine");
+    served.term.wait_for("mine");
+    served.term.write(b"\r");
+    wait_until("the person's line submitted", || {
+        served.submits().len() == 2
+    });
+    assert_eq!(served.submitted_texts(), ["from a script", "mine"]);
+}
+
+#[test]
+fn a_mismatched_runtime_is_refused_with_its_repair() {
+    let env = TestEnv::new();
+    env.run_ok(&[
+        "--actor",
+        "bob",
+        "runtime",
+        "configure",
+        "--id",
+        "bob",
+        "--kind",
+        "BATCH",
+    ]);
+    let mut served = Served::spawn(&env, "bob", "claude", &[], &[]);
+    let status = served.term.wait_exit();
+    assert!(!status.success());
+    let repair = "agent-comms --actor bob runtime configure --id bob --kind INTERACTIVE --connector INTERACTIVE --max-concurrent 1";
+    served.term.wait_for(repair);
+    assert!(
+        events(&served.log, "start").is_empty(),
+        "the provider started"
+    );
+    let doctor = json(&env.run(&["doctor", "--json"]));
+    let finding = doctor
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "RUNTIME_MISMATCH")
+        .unwrap_or_else(|| panic!("{doctor}"));
+    assert_eq!(finding["repair"], repair);
+    let words: Vec<&str> = repair.split(' ').skip(1).collect();
+    env.run_ok(&words);
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    assert_eq!(events(&served.log, "start").len(), 1);
+    assert!(json(&env.run(&["doctor", "--json"]))
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_second_serve_of_a_live_runtime_is_refused() {
+    let env = TestEnv::new();
+    let _first = Served::start(&env, "bob", "claude", &[], &[]);
+    let mut second = Served::spawn(&env, "bob", "codex", &[], &[]);
+    assert!(!second.term.wait_exit().success());
+    second.term.wait_for("already served by a live supervisor");
+    assert!(events(&second.log, "start").is_empty());
+}
+
+#[test]
+fn claude_allow_agent_comms_appends_exactly_the_grant() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &["--claude-allow-agent-comms"]);
+    let start = &events(&served.log, "start")[0];
+    let exe = Path::new(common::BIN)
+        .canonicalize()
+        .unwrap()
+        .display()
+        .to_string();
+    let argv: Vec<&str> = start["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        argv[1..],
+        [
+            "--allowedTools",
+            &format!("Bash({exe} *)"),
+            "--allowedTools",
+            "Bash(agent-comms *)"
+        ]
+    );
+    let mut refused = Served::spawn(&env, "carol", "codex", &[], &["--claude-allow-agent-comms"]);
+    assert!(!refused.term.wait_exit().success());
+    refused
+        .term
+        .wait_for("only when the wrapped command is claude");
+    assert!(events(&refused.log, "start").is_empty());
+}
+
+#[test]
+fn a_clean_exit_leaves_the_runtime_offline_with_its_reason() {
+    let env = TestEnv::new();
+    let mut served = Served::start(&env, "bob", "opencode", &[], &[]);
+    served.term.write(b"\x04"); // Ctrl-D on an empty line quits the fake
+    assert!(served.term.wait_exit().success());
+    let shown = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]));
+    assert_eq!(shown["status"], "OFFLINE");
+    assert!(
+        shown["reason"].as_str().unwrap().contains("exited"),
+        "{shown}"
+    );
+    assert!(!env.runtime.join("bob.sock").exists());
+}
+
+/// Messages sent while the runtime is down wait in the store and arrive, in
+/// order, when it comes back.
+#[test]
+fn messages_sent_while_offline_arrive_in_order_on_return() {
+    let env = TestEnv::new();
+    env.run_ok(&["--actor", "bob", "runtime", "configure", "--id", "bob"]);
+    let ids: Vec<String> = (0..3)
+        .map(|i| {
+            let sent = send(
+                &env,
+                "alice",
+                "bob",
+                &format!("while you were out {i}"),
+                false,
+            );
+            assert_eq!(sent["status"], "PENDING");
+            sent["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    wait_until("three notifications", || served.submits().len() == 3);
+    let expected: Vec<String> = ids.iter().map(|id| notification(id, "alice")).collect();
+    assert_eq!(served.submitted_texts(), expected);
+}
+
+/// A runtime registered by another host cannot be reached from here: its
+/// messages are UNAVAILABLE and never typed anywhere.
+#[test]
+fn a_runtime_on_another_host_is_never_delivered_to() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    // Another user home is another host id, sharing this project's store.
+    let other_home = env.base().join("other-host");
+    std::fs::create_dir(&other_home).unwrap();
+    let other = |args: &[&str]| {
+        let mut cmd = env.command(args);
+        cmd.env("AGENT_COMMS_HOME", &other_home);
+        common::run_bounded(cmd, &args.join(" "))
+    };
+    let sent = other(&[
+        "--actor",
+        "alice",
+        "send",
+        "--to",
+        "bob",
+        "--json",
+        "across hosts",
+    ])
+    .ok();
+    let sent = json(&sent);
+    assert_eq!(sent["status"], "UNAVAILABLE");
+    assert!(sent["reason"].as_str().unwrap().contains("another host"));
+    let run = other(&["runtime", "deliver", "--id", "bob", "hi"]).fails_with_one_line();
+    assert!(run.stderr.contains("another host"), "{run:#?}");
+    // The runtime's own inbox leaves it alone too: a nudge, then a look.
+    let id = sent["id"].as_str().unwrap();
+    env.run_ok(&[
+        "--actor",
+        "carol",
+        "send",
+        "--to",
+        "bob",
+        "--wait",
+        "15",
+        "a local one",
+    ]);
+    assert_eq!(invocation(&env, id)["status"], "UNAVAILABLE");
+    assert_eq!(served.submits().len(), 1);
+    let doctor = json(&other(&["doctor", "--json"]));
+    assert!(
+        doctor
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "FOREIGN_HOST"),
+        "{doctor}"
+    );
+}
+
+/// SIGKILL of the supervisor in the middle of a delivery: the message is
+/// not marked delivered, the runtime is seen offline once its heartbeat is
+/// stale, and the restarted runtime delivers it.
+#[test]
+fn a_supervisor_killed_mid_delivery_loses_nothing() {
+    let env = TestEnv::new();
+    let mut served = Served::start(&env, "bob", "claude", &[], &[]);
+    // Keep the provider busy so the delivery is caught waiting.
+    deliver(&env, "bob", "work for a while BUSY=60000");
+    let sent = send(&env, "alice", "bob", "are you there?", false);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    wait_until("the delivery under way", || {
+        invocation(&env, &id)["status"] == "DELIVERING"
+    });
+    let supervisor = env
+        .record("bob")
+        .expect("bob's session record")
+        .supervisor_pid;
+    env.signal(supervisor, libc::SIGKILL);
+    served.term.wait_exit();
+    wait_until("bob seen offline", || {
+        json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["status"] == "OFFLINE"
+    });
+    assert_ne!(invocation(&env, &id)["status"], "DELIVERED");
+    wait_until("doctor sees the stale attempt", || {
+        let doctor = json(&env.run(&["doctor", "--json"]));
+        doctor
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "STALE_DELIVERY_ATTEMPT")
+    });
+    let restarted = Served::spawn(&env, "bob", "claude", &[], &[]);
+    restarted
+        .term
+        .wait_for("replacing the stale record of runtime bob");
+    restarted.wait_online(&env);
+    wait_until("the message delivered after the restart", || {
+        invocation(&env, &id)["status"] == "DELIVERED"
+    });
+    assert_eq!(restarted.submitted_texts(), [notification(&id, "alice")]);
+    let attempts = invocation(&env, &id)["delivery_attempts"].clone();
+    let outcomes: Vec<&str> = attempts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ABANDONED", "DELIVERED"]);
+}
