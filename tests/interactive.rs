@@ -58,16 +58,38 @@ impl Served {
         vars: &[(&str, &str)],
         extra: &[&str],
     ) -> Self {
+        Self::launch(env, id, provider, vars, extra, true)
+    }
+
+    /// With `answering`, the test terminal answers cursor queries as a real
+    /// one does; without, nobody answers them.
+    fn launch(
+        env: &TestEnv,
+        id: &str,
+        provider: &str,
+        vars: &[(&str, &str)],
+        extra: &[&str],
+        answering: bool,
+    ) -> Self {
         // One log per start: a restarted runtime's fake logs afresh.
         static STARTS: AtomicUsize = AtomicUsize::new(0);
         let n = STARTS.fetch_add(1, Ordering::Relaxed);
         let log = env.base().join(format!("{id}-{provider}-{n}.log"));
         let log_s = log.display().to_string();
         let exe = fake(provider);
+        // The runtime's own agent, unless `extra` names another.
+        let actor = match extra.iter().position(|a| *a == "--actor") {
+            Some(i) => extra[i + 1],
+            None => id,
+        };
+        let extra: Vec<&str> = match extra.iter().position(|a| *a == "--actor") {
+            Some(i) => [&extra[..i], &extra[i + 2..]].concat(),
+            None => extra.to_vec(),
+        };
         let mut argv = vec![
             common::BIN,
             "--actor",
-            id,
+            actor,
             "runtime",
             "interactive-serve",
             "--id",
@@ -77,12 +99,12 @@ impl Served {
             "--keyboard-quiet-ms",
             KEYBOARD_QUIET_MS,
         ];
-        argv.extend_from_slice(extra);
+        argv.extend_from_slice(&extra);
         argv.push("--");
         argv.push(&exe);
         let mut all_vars = vec![("FAKE_LOG", log_s.as_str())];
         all_vars.extend_from_slice(vars);
-        let term = Term::terminal(env, &argv, &all_vars);
+        let term = Term::spawn_with(env, &argv, &all_vars, answering);
         Self {
             term,
             id: id.to_owned(),
@@ -665,6 +687,19 @@ fn a_supervisor_killed_mid_delivery_loses_nothing() {
         .supervisor_pid;
     env.signal(supervisor, libc::SIGKILL);
     served.term.wait_exit();
+    // The record still says ONLINE (nobody wrote OFFLINE); doctor sees the
+    // dead endpoint and names the restart.
+    let doctor = json(&env.run(&["doctor", "--json"]));
+    let dead = doctor
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "ENDPOINT_NOT_DIALABLE")
+        .unwrap_or_else(|| panic!("{doctor}"));
+    assert!(dead["repair"]
+        .as_str()
+        .unwrap()
+        .contains("runtime interactive-serve --id bob"));
     wait_until("bob seen offline", || {
         json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["status"] == "OFFLINE"
     });
@@ -694,4 +729,75 @@ fn a_supervisor_killed_mid_delivery_loses_nothing() {
         .map(|a| a["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(outcomes, ["ABANDONED", "DELIVERED"]);
+}
+
+/// The provider's exit status is the serve's, and the record says why the
+/// runtime went offline. (Here: a Codex that gets no answer to its cursor
+/// query quits, as older releases did.)
+#[test]
+fn the_providers_exit_status_passes_through() {
+    let env = TestEnv::new();
+    let mut served = Served::launch(
+        &env,
+        "bob",
+        "codex",
+        &[("FAKE_CPR_TIMEOUT_MS", "300")],
+        &[],
+        false,
+    );
+    let status = served.term.wait_exit();
+    assert_eq!(status.exit_code(), 1);
+    assert_eq!(events(&served.log, "cpr-timeout").len(), 1);
+    let shown = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]));
+    assert_eq!(shown["status"], "OFFLINE");
+    assert_eq!(shown["reason"], "the provider exited (exit status 1)");
+}
+
+#[test]
+fn redeliver_announces_a_message_again() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let sent = send(&env, "alice", "bob", "please look again", true);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let queued = json(&env.run_ok(&["invocation", "redeliver", "--id", &id, "--json"]));
+    assert_eq!(queued["status"], "PENDING");
+    wait_until("the second delivery", || {
+        invocation(&env, &id)["delivery_attempts"]
+            .as_array()
+            .is_some_and(|a| a.len() == 2 && a[1]["outcome"] == "DELIVERED")
+    });
+    let note = notification(&id, "alice");
+    assert_eq!(served.submitted_texts(), [note.clone(), note]);
+    let run = env.run(&["invocation", "redeliver", "--id", "inv_000000000000"]);
+    assert!(run.fails_with_one_line().stderr.contains("no invocation"));
+}
+
+#[test]
+fn doctor_reports_ambiguous_runtimes_and_invalid_profiles() {
+    let env = TestEnv::new();
+    let _one = Served::start(&env, "bob", "claude", &[], &[]);
+    let _two = Served::start(&env, "bob-2", "claude", &[], &["--actor", "bob"]);
+    let providers = env.project.join(".agent-comms/providers");
+    std::fs::create_dir_all(&providers).unwrap();
+    std::fs::write(providers.join("broken.toml"), "schema = 1\nname = ").unwrap();
+    let run = env.run(&["doctor", "--json"]);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "errors make doctor exit 2: {run:#?}"
+    );
+    let findings = json(&run);
+    let codes: Vec<&str> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"AMBIGUOUS_RUNTIMES"), "{findings}");
+    assert!(codes.contains(&"INVALID_PROFILE"), "{findings}");
+    let text = env.run(&["doctor"]).stdout;
+    assert!(
+        text.contains("repair: agent-comms adapters check"),
+        "{text}"
+    );
 }

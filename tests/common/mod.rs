@@ -485,14 +485,10 @@ impl Term {
         Self::spawn_with(env, argv, &[], false)
     }
 
-    /// [`Term::spawn`] with more variables. Like a real terminal it answers
-    /// cursor-position queries (`ESC[6n`), which some programs wait for at
-    /// start-up.
-    pub fn terminal(env: &TestEnv, argv: &[&str], vars: &[(&str, &str)]) -> Self {
-        Self::spawn_with(env, argv, vars, true)
-    }
-
-    fn spawn_with(env: &TestEnv, argv: &[&str], vars: &[(&str, &str)], answer: bool) -> Self {
+    /// [`Term::spawn`] with more variables. With `answer`, like a real
+    /// terminal it answers cursor-position queries (`ESC[6n`), which some
+    /// programs wait for at start-up.
+    pub fn spawn_with(env: &TestEnv, argv: &[&str], vars: &[(&str, &str)], answer: bool) -> Self {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: 24,
