@@ -80,6 +80,17 @@ impl Inbox {
 
     /// Delivers every waiting message, oldest first.
     async fn drain(&self) -> Result<(), Stop> {
+        // Another runtime of this agent that died mid-delivery holds its
+        // message until the lease runs out; then it is ours to deliver.
+        with_store(&self.store, |s| {
+            s.release_attempts(
+                None,
+                unix_millis(),
+                "its lease expired: the runtime stopped mid-delivery",
+            )
+        })
+        .await
+        .map_err(Stop::Store)?;
         loop {
             let now = unix_millis();
             let lease_until = now + self.lease.as_millis() as u64;

@@ -110,13 +110,20 @@ pub fn send(
 
 /// Puts a message back in its recipient's queue and nudges the runtime.
 pub fn redeliver(store: &dyn Store, host: &str, id: &str) -> Result<Invocation, ControlError> {
+    let now = unix_millis();
+    // An attempt whose runtime died mid-delivery holds the message until
+    // its lease runs out; that one may be taken back now.
+    store.release_attempts(
+        None,
+        now,
+        "its lease expired: the runtime stopped mid-delivery",
+    )?;
     let inv = store
         .invocation(id)?
         .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))?;
     if inv.status == InvocationStatus::Delivering {
         return Err(ControlError::Delivering(id.to_owned()));
     }
-    let now = unix_millis();
     let runtimes = store.runtimes()?;
     let mine = runtimes.iter().filter(|r| r.agent == inv.to);
     let local: Vec<&RuntimeRecord> = mine
