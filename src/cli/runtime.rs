@@ -223,12 +223,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         RuntimeCommand::Show { id, json } => {
-            let store = open_store()?;
-            let host = host_id()?;
-            let r = store
-                .runtime(&id)?
-                .ok_or(ControlError::UnknownRuntime(id.clone()))?;
-            let view = RuntimeView::new(&r, &host, unix_millis());
+            let view = runtime_view(&id)?;
             if json {
                 println!("{}", serde_json::to_string(&view)?);
             } else {
@@ -245,13 +240,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         RuntimeCommand::Deliver { id, options, text } => {
-            validate(&text)?;
-            let store = open_store()?;
-            let host = host_id()?;
-            let r = store
-                .runtime(&id)?
-                .ok_or(ControlError::UnknownRuntime(id.clone()))?;
-            let view = RuntimeView::new(&r, &host, unix_millis());
+            let view = runtime_view(&id)?;
             if !view.local {
                 let host = view.host.unwrap_or_default();
                 return Err(ControlError::ForeignHost { id, host }.into());
@@ -265,6 +254,15 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             deliver_with(client, &id, options, text)
         }
     }
+}
+
+/// Runtime `id` as readers see it now.
+fn runtime_view(id: &str) -> anyhow::Result<RuntimeView> {
+    let store = open_store()?;
+    let r = store
+        .runtime(id)?
+        .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;
+    Ok(RuntimeView::new(&r, &host_id()?, unix_millis()))
 }
 
 /// Asks the supervisor behind `client` to deliver `text`; prints the
