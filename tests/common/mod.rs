@@ -30,6 +30,17 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_agent-comms");
 /// Upper bound for anything a test waits for. Generous: debug builds, and
 /// every test runs in parallel with the others.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
+/// Variables of the person running the tests that must not reach what the
+/// tests start: a log filter, and where providers keep their sessions.
+const INHERITED_NOT: &[&str] = &[
+    "AGENT_COMMS_LOG",
+    "AGENT_COMMS_ACTOR",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CONFIG_HOME",
+];
+
 /// A bash that reads no start-up files and keeps no history file.
 pub const BASH: &[&str] = &["--env", "HISTFILE=", "--", "bash", "--norc", "--noprofile"];
 
@@ -122,6 +133,7 @@ impl TestEnv {
         fs::create_dir(&home).expect("create AGENT_COMMS_HOME");
         let project = base.path().join("project");
         fs::create_dir(&project).expect("create AGENT_COMMS_PROJECT");
+        fs::create_dir(base.path().join("user")).expect("create HOME");
         Self {
             base,
             runtime,
@@ -142,13 +154,19 @@ impl TestEnv {
             ("AGENT_COMMS_RUNTIME_DIR", self.runtime.clone()),
             ("AGENT_COMMS_HOME", self.home.clone()),
             ("AGENT_COMMS_PROJECT", self.project.clone()),
+            // Providers (and the fakes) keep their sessions under HOME:
+            // never the real one of whoever runs the tests.
+            ("HOME", self.base.path().join("user")),
         ]
     }
 
     /// `agent-comms ARGS…` with this test's environment.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
-        cmd.args(args).env_remove("AGENT_COMMS_LOG");
+        cmd.args(args);
+        for var in INHERITED_NOT {
+            cmd.env_remove(var);
+        }
         for (k, v) in self.vars() {
             cmd.env(k, v);
         }
@@ -499,7 +517,9 @@ impl Term {
             .expect("open a test-side PTY");
         let mut cmd = CommandBuilder::from_argv(argv.iter().map(Into::into).collect());
         cmd.env("TERM", "xterm-256color");
-        cmd.env_remove("AGENT_COMMS_LOG");
+        for var in INHERITED_NOT {
+            cmd.env_remove(var);
+        }
         for (k, v) in env.vars() {
             cmd.env(k, v);
         }

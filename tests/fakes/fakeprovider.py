@@ -11,7 +11,10 @@ reproduces only what matters to the host, and nothing more:
 * the input quirks that make delivering a message hard: an Enter swallowed
   when it arrives with typed text (Claude Code), typed text taken for a paste
   and its Enter turned into a newline (Codex), a cursor position query that
-  must be answered (Codex).
+  must be answered (Codex);
+* the resume arguments and the session files each CLI keeps under its home
+  directory, from which the host finds out which provider session a process
+  is on (taking over a live session in place).
 
 Every behaviour names the documented behaviour of the real program it
 reproduces ("Reproduces: ...").  The facts come from the project's design
@@ -30,9 +33,13 @@ Python 3.11, standard library only.
 from __future__ import annotations
 
 import codecs
+import glob
 import json
 import math
 import os
+import pwd
+import re
+import secrets
 import select
 import signal
 import sys
@@ -40,6 +47,7 @@ import termios
 import time
 import tty
 import unicodedata
+import uuid
 from dataclasses import dataclass
 
 ESC = "\x1b"
@@ -114,6 +122,7 @@ class Knobs:
     drop_enter: int
     cpr_timeout_ms: int
     codex_working_ms: int | None
+    ignore_term: bool
 
     @classmethod
     def from_env(cls, env: dict) -> "Knobs":
@@ -126,6 +135,7 @@ class Knobs:
             drop_enter=_int(env, "FAKE_DROP_ENTER", 0),
             cpr_timeout_ms=_int(env, "FAKE_CPR_TIMEOUT_MS", 2000),
             codex_working_ms=_int(env, "FAKE_CODEX_WORKING_MS", None),
+            ignore_term=_flag(env, "FAKE_IGNORE_TERM"),
         )
 
 
@@ -409,6 +419,384 @@ class Frame:
 
 
 # ---------------------------------------------------------------------------
+# Sessions: resume arguments and the session files each CLI keeps
+# ---------------------------------------------------------------------------
+#
+# The host takes over a live provider session in place (``--takeover-pid``):
+# from a pid alone it must find out which session that process is on, and it
+# can only do so through the files the real CLI keeps.  So each fake parses
+# the real CLI's resume arguments and keeps the same files in the same
+# places, under the home directories the real programs take from the
+# environment.  The file formats are cut down to the fields the host reads.
+
+
+class UsageError(Exception):
+    """Arguments the fake does not accept (it exits 2 with the message)."""
+
+
+def home_dir(env: dict) -> str:
+    """Reproduces: all three CLIs take the home directory from ``HOME``
+    (Node's ``os.homedir()``, Rust's ``home_dir()``), else the password
+    database."""
+    return env.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+
+
+def scan_args(args: list[str], flags: set[str], valued: set[str]) -> dict[str, object]:
+    """The options of ``args`` the fake cares about: each name in ``flags``
+    maps to True, each name in ``valued`` to its value (``--opt VALUE`` or
+    ``--opt=VALUE``; the last one wins).  Everything else (other options,
+    their values, positional arguments) is skipped.  Scanning ends at
+    ``--``."""
+    found: dict[str, object] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        name, eq, inline = arg.partition("=")
+        if arg in flags:
+            found[arg] = True
+        elif arg in valued or (eq and name.startswith("--") and name in valued):
+            if eq:
+                found[name] = inline
+            elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+                i += 1
+                found[arg] = args[i]
+            else:
+                raise UsageError(f"{arg} needs a session id (the fake has no session picker)")
+        i += 1
+    return found
+
+
+def utc_iso(t: float) -> str:
+    """``2026-11-29T14:00:00.123Z``: UTC, milliseconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def write_atomically(path: str, data: str) -> None:
+    """Replace ``path`` in one rename, so a reader never sees half a file.
+    The temporary name starts with a dot and does not end like the real
+    file (``*.json``, ``*.lock``), so a reader's glob never picks it up."""
+    directory, base = os.path.split(path)
+    tmp = os.path.join(directory, f".{base}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def append_line(path: str, record: dict) -> None:
+    """One JSON line, written whole with one ``os.write`` on an O_APPEND
+    file (two processes on one session append without interleaving)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def touch(path: str) -> None:
+    """Create ``path`` if missing; an existing file is left as it is (its
+    mtime too)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+
+
+def newest(paths: list[str]) -> str | None:
+    """The path modified last (ties: the greatest path), or None."""
+    best: tuple[int, str] | None = None
+    for path in paths:
+        try:
+            key = (os.stat(path).st_mtime_ns, path)
+        except OSError:
+            continue
+        if best is None or key > best:
+            best = key
+    return best[1] if best else None
+
+
+class Sessions:
+    """A provider's session: which one this run is on (from the arguments)
+    and the files that say so.  This base class keeps no files; the fake's
+    engine calls ``open`` once the program is up, ``busy`` when it becomes
+    busy or idle, ``submitted`` for each message, and ``close`` on every
+    way out (SIGKILL aside, as for the real programs)."""
+
+    def __init__(self, session_id: str = "fake-session", resumed: bool = False):
+        self.session_id, self.resumed = session_id, resumed
+        self.pid = os.getpid()
+
+    def open(self) -> None:
+        pass
+
+    def busy(self, busy: bool) -> None:
+        pass
+
+    def submitted(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def claude_project_slug(cwd: str) -> str:
+    """Reproduces Claude Code's project directory name: ``cwd`` with every
+    character that is not an ASCII letter or digit replaced by ``-`` (so
+    ``/`` becomes ``-``: ``/work/main`` -> ``-work-main``; ``.``, ``_`` and
+    spaces do too).  It runs ``replace(/[^a-zA-Z0-9]/g, "-")`` on a
+    JavaScript string, so a character outside the BMP (two UTF-16 units)
+    becomes two dashes.  (The truncation Claude Code applies to very long
+    paths is not reproduced.)"""
+    out = []
+    for ch in cwd:
+        if ch.isascii() and ch.isalnum():
+            out.append(ch)
+        else:
+            out.append("--" if ord(ch) > 0xFFFF else "-")
+    return "".join(out)
+
+
+class ClaudeSessions(Sessions):
+    """Claude Code 2.1.197's session files.
+
+    Reproduces: the config directory is ``$CLAUDE_CONFIG_DIR``, by default
+    ``$HOME/.claude``.
+
+    * ``<config>/sessions/<pid>.json``: one per running process, written at
+      start, rewritten when its ``status`` changes (``busy``/``idle``: the
+      real CLI's authoritative busy signal), removed on exit.  SIGKILL
+      leaves it behind, as it does the real one's: a reader must check
+      that the pid is alive and started before ``startedAt``.
+    * ``<config>/projects/<slug of cwd>/<id>.jsonl``: the transcript, one
+      line per message (cut down here to ``{"type":"user","text":...}``).
+      There is no lock: two processes on one session both append (the
+      real CLI lets a second ``--resume`` of a live session run, and both
+      branch the transcript)."""
+
+    def __init__(self, argv: list[str], env: dict, cwd: str):
+        self.config = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home_dir(env), ".claude")
+        self.cwd = cwd
+        self.project = os.path.join(self.config, "projects", claude_project_slug(cwd))
+        opts = scan_args(argv[1:], flags={"--continue", "-c"},
+                         valued={"--resume", "-r", "--session-id"})
+        resume = opts.get("--resume", opts.get("-r"))
+        if resume is not None:
+            # Reproduces: --resume ID / -r ID resumes session ID.  (The real
+            # CLI refuses an id it has no transcript for in this project;
+            # the fake starts the transcript, so tests can make up ids.)
+            super().__init__(str(resume), resumed=True)
+            return
+        if opts.get("--continue") or opts.get("-c"):
+            # Reproduces: --continue / -c continues the most recent
+            # conversation in the current directory: the transcript of this
+            # cwd's project modified last; none: a new session.
+            latest = newest(glob.glob(os.path.join(glob.escape(self.project), "*.jsonl")))
+            if latest is not None:
+                super().__init__(os.path.basename(latest)[:-len(".jsonl")], resumed=True)
+                return
+        # Reproduces: --session-id ID starts a new session with that id;
+        # otherwise a new session gets a random UUID (version 4).
+        super().__init__(str(opts.get("--session-id") or uuid.uuid4()))
+
+    @property
+    def status_path(self) -> str:
+        return os.path.join(self.config, "sessions", f"{self.pid}.json")
+
+    @property
+    def transcript(self) -> str:
+        return os.path.join(self.project, f"{self.session_id}.jsonl")
+
+    def _write_status(self, status: str) -> None:
+        write_atomically(self.status_path, json.dumps({
+            "pid": self.pid, "sessionId": self.session_id, "cwd": self.cwd,
+            "startedAt": self.started_at, "status": status,
+        }) + "\n")
+
+    def open(self) -> None:
+        self.started_at = wall_ms()
+        os.makedirs(os.path.dirname(self.status_path), exist_ok=True)
+        os.makedirs(self.project, exist_ok=True)
+        # The transcript exists from the start, so that --continue finds it.
+        touch(self.transcript)
+        self._write_status("idle")
+
+    def busy(self, busy: bool) -> None:
+        self._write_status("busy" if busy else "idle")
+
+    def submitted(self, text: str) -> None:
+        append_line(self.transcript, {"type": "user", "text": text})
+
+    def close(self) -> None:
+        try:
+            os.unlink(self.status_path)
+        except FileNotFoundError:
+            pass
+
+
+ROLLOUT_NAME = re.compile(r"^rollout-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-(.+)\.jsonl$")
+
+
+class CodexSessions(Sessions):
+    """Codex 0.171.0's session files.
+
+    Reproduces: the home is ``$CODEX_HOME``, by default ``$HOME/.codex``.
+
+    * ``<home>/sessions/YYYY/MM/DD/rollout-<YYYY-MM-DDTHH-MM-SS>-<id>.jsonl``
+      (local time, as Codex names them): the thread's rollout, first line
+      ``{"type":"session_meta","payload":{"id","cwd","timestamp"}}``, then
+      one line per message (cut down here to
+      ``{"type":"user_message","text":...}``).  A resumed thread appends to
+      its existing rollout.
+    * ``<home>/thread-writer-locks/<id>.lock``: the thread's writer lock.
+      The real Codex holds it in its app-server daemon, which outlives the
+      TUI; the fake has no daemon and writes it itself (content: its pid),
+      after the process started, and leaves it in place on exit: the lock
+      outlives the TUI.  Its mtime is what ties it to a process start."""
+
+    def __init__(self, argv: list[str], env: dict, cwd: str):
+        self.home = env.get("CODEX_HOME") or os.path.join(home_dir(env), ".codex")
+        self.cwd = cwd
+        self.rollout: str | None = None
+        args = argv[1:]
+        if "resume" not in args:
+            # Reproduces: plain `codex` starts a new thread.
+            super().__init__(str(uuid.uuid4()))
+            return
+        # Reproduces: `codex resume ID` resumes thread ID; `codex resume
+        # --last` the most recent rollout.  Options after `resume` other than
+        # --last are skipped; with --last a positional is the prompt.
+        after = args[args.index("resume") + 1:]
+        if "--last" in after:
+            pattern = os.path.join(glob.escape(self.home), "sessions", "**", "rollout-*.jsonl")
+            self.rollout = newest(glob.glob(pattern, recursive=True))
+            match = ROLLOUT_NAME.match(os.path.basename(self.rollout)) if self.rollout else None
+            if match is None:
+                # No rollout yet: a new thread.
+                self.rollout = None
+                super().__init__(str(uuid.uuid4()))
+            else:
+                super().__init__(match.group(1), resumed=True)
+            return
+        ids = [a for a in after if not a.startswith("-")]
+        if not ids:
+            raise UsageError("resume needs a thread id or --last (the fake has no session picker)")
+        super().__init__(ids[0], resumed=True)
+        pattern = os.path.join(glob.escape(self.home), "sessions", "**",
+                               f"rollout-*-{glob.escape(self.session_id)}.jsonl")
+        # (The real Codex refuses an id it has no rollout for; the fake
+        # starts a rollout under that id, so tests can make up ids.)
+        self.rollout = newest(glob.glob(pattern, recursive=True))
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.home, "thread-writer-locks", f"{self.session_id}.lock")
+
+    def open(self) -> None:
+        os.makedirs(os.path.dirname(self.lock_path), exist_ok=True)
+        write_atomically(self.lock_path, str(self.pid))
+        if self.rollout is None:
+            now = time.time()
+            local = time.localtime(now)
+            directory = os.path.join(self.home, "sessions", time.strftime("%Y/%m/%d", local))
+            os.makedirs(directory, exist_ok=True)
+            name = f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', local)}-{self.session_id}.jsonl"
+            self.rollout = os.path.join(directory, name)
+            append_line(self.rollout, {"type": "session_meta", "payload": {
+                "id": self.session_id, "cwd": self.cwd, "timestamp": utc_iso(now)}})
+
+    def submitted(self, text: str) -> None:
+        append_line(self.rollout, {"type": "user_message", "text": text})
+
+    # close(): nothing; the lock stays (see the class docstring).
+
+
+OPENCODE_LOG_LINE = re.compile(r"^[A-Z]+\s+(\S+)\s+\+\d+ms\s.*\bsession\.id=(\S+)")
+
+
+class OpenCodeSessions(Sessions):
+    """opencode 1.18.33's log.
+
+    Reproduces: the data directory is ``$XDG_DATA_HOME/opencode``, by default
+    ``$HOME/.local/share/opencode``; each run logs to
+    ``<data>/log/<YYYY-MM-DDTHHMMSS>.log``, named after its start time (UTC),
+    in lines ``LEVEL  <ISO time> +<ms since the previous line>ms
+    service=<name> key=value... message``.  The fake writes only these
+    lines, each with a random tag ``run=<8 hex>`` for the run:
+
+        INFO  <iso> +0ms service=default run=<tag> pid=<pid> opencode starting
+        INFO  <iso> +Nms service=session run=<tag> session.id=<id> created   (or resumed)
+        INFO  <iso> +Nms service=session run=<tag> session.id=<id> prompt    (each message)
+
+    ``pid=`` is the fake's addition, to make its log self-describing; the
+    real log has no pid, so the host must not rely on it: it matches a run
+    to a process by start time.  Two runs started in the same second share
+    one file (opened for appending); their ``run=`` tags tell them apart."""
+
+    def __init__(self, argv: list[str], env: dict, cwd: str):
+        data = env.get("XDG_DATA_HOME") or os.path.join(home_dir(env), ".local", "share")
+        self.log_dir = os.path.join(data, "opencode", "log")
+        self.run_tag = secrets.token_hex(4)
+        self.fd: int | None = None
+        self.last_t = 0.0
+        opts = scan_args(argv[1:], flags={"--continue", "-c"}, valued={"--session", "-s"})
+        session = opts.get("--session", opts.get("-s"))
+        if session is not None:
+            # Reproduces: --session ID / -s ID continues session ID.
+            super().__init__(str(session), resumed=True)
+            return
+        if opts.get("--continue") or opts.get("-c"):
+            # Reproduces: --continue / -c continues the most recently updated
+            # session; the fake's record of sessions is its log, so that is
+            # the session.id of the latest line (by its time) in any log.
+            latest = self._latest_logged()
+            if latest is not None:
+                super().__init__(latest, resumed=True)
+                return
+        # Reproduces: a new session id is `ses_` and 26 characters (the fake
+        # uses hex).
+        super().__init__("ses_" + secrets.token_hex(13))
+
+    def _latest_logged(self) -> str | None:
+        best: tuple[str, str] | None = None
+        for path in sorted(glob.glob(os.path.join(glob.escape(self.log_dir), "*.log"))):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        match = OPENCODE_LOG_LINE.match(line)
+                        if match and (best is None or match.group(1) >= best[0]):
+                            best = (match.group(1), match.group(2))
+            except OSError:
+                continue
+        return best[1] if best else None
+
+    def _line(self, t: float, service: str, text: str) -> None:
+        delta = 0 if self.last_t == 0.0 else max(0, int((t - self.last_t) * 1000))
+        self.last_t = t
+        line = f"INFO  {utc_iso(t)} +{delta}ms service={service} run={self.run_tag} {text}\n"
+        os.write(self.fd, line.encode())
+
+    def open(self) -> None:
+        started = time.time()
+        os.makedirs(self.log_dir, exist_ok=True)
+        name = time.strftime("%Y-%m-%dT%H%M%S", time.gmtime(started)) + ".log"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self.fd = os.open(os.path.join(self.log_dir, name), flags, 0o644)
+        self._line(started, "default", f"pid={self.pid} opencode starting")
+        verb = "resumed" if self.resumed else "created"
+        self._line(time.time(), "session", f"session.id={self.session_id} {verb}")
+
+    def submitted(self, text: str) -> None:
+        if self.fd is not None:
+            self._line(time.time(), "session", f"session.id={self.session_id} prompt")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+SESSIONS = {"claude": ClaudeSessions, "codex": CodexSessions, "opencode": OpenCodeSessions}
+
+
+# ---------------------------------------------------------------------------
 # The engine shared by all fakes
 # ---------------------------------------------------------------------------
 
@@ -470,13 +858,13 @@ class FakeProvider:
 
     name = "fake"
     alt_screen = False
-    # Printed once the terminal is restored after SIGTERM/SIGHUP.
-    hangup_message = ""
 
     def __init__(self, knobs: Knobs, log: EventLog, argv: list[str], cwd: str,
-                 fd_in: int = 0, fd_out: int = 1):
+                 fd_in: int = 0, fd_out: int = 1, sessions: Sessions | None = None):
         self.knobs, self.log = knobs, log
         self.argv, self.cwd = argv, cwd
+        self.sessions = sessions if sessions is not None else Sessions()
+        self.sessions_open = False
         self.fd_in, self.fd_out = fd_in, fd_out
         self.parser = InputParser()
         self.input = ""
@@ -499,10 +887,16 @@ class FakeProvider:
         self.signals: list[int] = []
         self.wake_r = self.wake_w = -1
 
+    @property
+    def hangup_message(self) -> str:
+        """Printed once the terminal is restored after SIGTERM/SIGHUP."""
+        return ""
+
     # -- lifecycle -----------------------------------------------------------
 
     def run(self) -> int:
-        self.log.write("start", provider=self.name, pid=os.getpid(), argv=self.argv, cwd=self.cwd)
+        self.log.write("start", provider=self.name, pid=os.getpid(), argv=self.argv, cwd=self.cwd,
+                       session=self.sessions.session_id)
         try:
             self.saved_tty = termios.tcgetattr(self.fd_in)
         except termios.error:
@@ -516,6 +910,7 @@ class FakeProvider:
         try:
             self.resize()
             early = self.startup()
+            self.open_sessions()
             self.enter_screen()
             for events, t in early:
                 self.handle_chunk(events, t)
@@ -524,8 +919,11 @@ class FakeProvider:
             quit_ = q
         finally:
             self.exiting = True
-            self.leave_screen()
-            termios.tcsetattr(self.fd_in, termios.TCSANOW, self.saved_tty)
+            try:
+                self.close_sessions()
+            finally:
+                self.leave_screen()
+                termios.tcsetattr(self.fd_in, termios.TCSANOW, self.saved_tty)
         self.log.write("exit", status=quit_.status, reason=quit_.reason)
         for stream, text in ((sys.stdout, quit_.stdout), (sys.stderr, quit_.stderr)):
             if text:
@@ -539,6 +937,33 @@ class FakeProvider:
     def startup(self) -> list[tuple[list[Event], float]]:
         """Work before the screen is drawn; returns input read meanwhile."""
         return []
+
+    def open_sessions(self) -> None:
+        """The session files appear once the program is up (for codex: once
+        its cursor query was answered), before the screen is drawn."""
+        try:
+            self.sessions.open()
+        except OSError as err:
+            raise Quit(1, "session-files", stderr=f"{self.name} (fake): session files: {err}\n") from None
+        self.sessions_open = True
+
+    def session_update(self, update, arg) -> None:
+        """A session file that can no longer be written (a test removed the
+        directory, say) is logged, not fatal."""
+        try:
+            update(arg)
+        except OSError as err:
+            self.log.write("session-error", error=str(err))
+
+    def close_sessions(self) -> None:
+        """On every way out (quit keys, SIGTERM, SIGHUP, a lost terminal,
+        an exception), before the exit is logged."""
+        if self.sessions_open:
+            self.sessions_open = False
+            try:
+                self.sessions.close()
+            except OSError:
+                pass
 
     def enter_screen(self) -> None:
         """Common behaviour: bracketed paste on unless FAKE_NO_BRACKETED."""
@@ -593,11 +1018,15 @@ class FakeProvider:
 
     def handle_signals(self) -> None:
         """Common behaviour: SIGWINCH redraws at the new size; SIGTERM and
-        SIGHUP restore the terminal and exit 0."""
+        SIGHUP restore the terminal and exit 0.  Knob FAKE_IGNORE_TERM: a
+        program that will not die politely; SIGTERM is logged and ignored
+        (SIGHUP still ends it, SIGKILL always does)."""
         while self.signals:
             signum = self.signals.pop(0)
             if signum == signal.SIGWINCH:
                 self.resize()
+            elif signum == signal.SIGTERM and self.knobs.ignore_term:
+                self.log.write("ignored-sigterm")
             else:
                 name = signal.Signals(signum).name.lower()
                 raise Quit(0, name, stdout=self.hangup_message)
@@ -707,6 +1136,7 @@ class FakeProvider:
         if busy, as the real CLIs queue a message sent while they work)."""
         text, self.input = self.input, ""
         self.log.write("submit", text=text, while_busy=self.is_busy())
+        self.session_update(self.sessions.submitted, text)
         self.history.append(("user", text))
         turn = Turn(duration=busy_ms_for(text, self.knobs.busy_ms), reply=reply_for(text), text=text)
         if self.turn is None:
@@ -735,6 +1165,7 @@ class FakeProvider:
         busy = self.is_busy()
         if busy != self.was_busy:
             self.was_busy = busy
+            self.session_update(self.sessions.busy, busy)
             self.on_busy_change(busy)
 
     def _advance_turns(self, now: float) -> None:
@@ -833,9 +1264,11 @@ class ClaudeFake(FakeProvider):
     # of 2.1.197; docs/adapters.md: "inline TUIs such as Claude Code draw
     # above the cursor").
     alt_screen = False
-    # Reproduces: killed with SIGTERM/SIGHUP, Claude Code prints how to resume
-    # the session (design notes).
-    hangup_message = "Resume this session with: claude --resume fake-session\n"
+    @property
+    def hangup_message(self) -> str:
+        """Reproduces: killed with SIGTERM/SIGHUP, Claude Code prints how to
+        resume the session, with its real id (design notes)."""
+        return f"Resume this session with: claude --resume {self.sessions.session_id}\n"
 
     # Reproduces: the title is a braille spinner (alternating ⠂ and ⠐) while
     # busy and ✳ when idle (recordings; config/providers/claude-code.toml).
@@ -1023,9 +1456,11 @@ class OpenCodeFake(FakeProvider):
     name = "opencode"
     # Reproduces: opencode runs in the alternate screen (recordings of 1.18.33).
     alt_screen = True
-    # Reproduces: killed with SIGTERM/SIGHUP, opencode prints how to continue
-    # the session (design notes).
-    hangup_message = "Continue  opencode -s ses_fake\n"
+    @property
+    def hangup_message(self) -> str:
+        """Reproduces: killed with SIGTERM/SIGHUP, opencode prints how to
+        continue the session, with its real id (design notes)."""
+        return f"Continue  opencode -s {self.sessions.session_id}\n"
 
     # Reproduces: the busy animation of eight squares in the status row.
     SQUARES = ("■■■■■■⬝⬝", "⬝■■■■■■⬝", "⬝⬝■■■■■■", "⬝■■■■■■⬝")
@@ -1062,12 +1497,14 @@ PROVIDERS = {"claude": ClaudeFake, "codex": CodexFake, "opencode": OpenCodeFake}
 
 def main(provider: str) -> int:
     """Run the fake ``provider`` on the terminal of stdin/stdout."""
+    argv, cwd = list(sys.argv), os.getcwd()
     try:
         knobs = Knobs.from_env(os.environ)
-    except KnobError as err:
+        sessions = SESSIONS[provider](argv, os.environ, cwd)
+    except (KnobError, UsageError) as err:
         sys.stderr.write(f"{provider} (fake): {err}\n")
         return 2
-    fake = PROVIDERS[provider](knobs, EventLog(knobs.log_path), list(sys.argv), os.getcwd())
+    fake = PROVIDERS[provider](knobs, EventLog(knobs.log_path), argv, cwd, sessions=sessions)
     try:
         return fake.run()
     except KeyboardInterrupt:
