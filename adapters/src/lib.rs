@@ -4,9 +4,11 @@
 //! that the host layers never name a provider. The built-ins are TOML
 //! profiles in `config/providers/`, embedded here at build time; the
 //! interface, the schema and the loading rules are in
-//! `agent_comms_core::adapter`.
+//! `agent_comms_core::adapter`. What a profile cannot say — tying a live
+//! provider process to its session — is code, in [`sessions`].
 
 pub mod scaffold;
+pub mod sessions;
 
 use agent_comms_core::adapter::AdapterRegistry;
 use agent_comms_core::paths::{project_root, user_home};

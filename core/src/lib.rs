@@ -34,4 +34,5 @@ pub mod session;
 pub mod socket;
 pub mod store;
 pub mod supervisor;
+pub mod takeover;
 pub mod time;

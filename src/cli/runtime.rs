@@ -3,18 +3,23 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent_comms_adapters::sessions;
 use agent_comms_core::client::Client;
+use agent_comms_core::control::registration::bind_session;
 use agent_comms_core::control::registration::{configure, Configure, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
+use agent_comms_core::control::start::TakeoverOptions;
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
 use agent_comms_core::delivery::{validate, DeliveryOptions, DEFAULT_TIMEOUT_MS};
 use agent_comms_core::session::SessionName;
 use agent_comms_core::socket::protocol::{Request, Response};
 use agent_comms_core::store::{RuntimeStatus, Store};
 use agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS;
+use agent_comms_core::takeover::launch::launch;
 use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use std::sync::Arc;
 
 #[derive(Subcommand)]
 pub enum RuntimeCommand {
@@ -48,9 +53,42 @@ pub enum RuntimeCommand {
         /// Record the session as asciicast v2 to FILE.
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
+        /// Take over the provider process PID in place: find the session it
+        /// is on, end it (SIGTERM, then SIGKILL), and start CMD in its
+        /// working directory resuming that session.
+        #[arg(long, value_name = "PID")]
+        takeover_pid: Option<u32>,
+        /// With --takeover-pid: the session PID is on, when agent-comms
+        /// cannot tell on its own (it lists the candidates).
+        #[arg(long, value_name = "ID", requires = "takeover_pid")]
+        session: Option<String>,
+        /// With --takeover-pid: take PID over even if it does not look like
+        /// the provider CMD names.
+        #[arg(long, requires = "takeover_pid")]
+        force: bool,
+        /// Start even when another live process holds the session (two
+        /// processes on one session may diverge).
+        #[arg(long)]
+        allow_shared_session: bool,
+        /// Run this same command in a new terminal window and exit (for a
+        /// takeover from inside the session it replaces).
+        #[arg(long)]
+        launch_terminal: bool,
         /// The provider's command and arguments, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// Bind the runtime to a provider session: a later serve that asks to
+    /// continue resumes exactly that one. Without --session, the session
+    /// the running runtime's provider is on.
+    #[command(name = "bind-session")]
+    BindSession {
+        #[arg(long)]
+        id: String,
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Create or change a runtime record and claim it for this host (the
     /// repair that interactive-serve and doctor print).
@@ -115,8 +153,16 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             keyboard_quiet_ms,
             heartbeat_ms,
             record,
+            takeover_pid,
+            session,
+            force,
+            allow_shared_session,
+            launch_terminal,
             command,
         } => {
+            if launch_terminal {
+                return relaunch_in_terminal();
+            }
             let id = SessionName::parse(&id)?;
             let registry = agent_comms_adapters::registry();
             let adapter = match &provider {
@@ -139,6 +185,10 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             if heartbeat_ms == 0 {
                 bail!("--heartbeat-ms must be above 0");
             }
+            let discovery = adapter
+                .as_ref()
+                .and_then(|e| sessions::discovery_for(&e.profile))
+                .map(Arc::from);
             let store = open_store()?;
             let code = serve(
                 Box::new(store),
@@ -152,9 +202,31 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
                     heartbeat: Duration::from_millis(heartbeat_ms),
                     keyboard_quiet: Duration::from_millis(keyboard_quiet_ms),
                     record: record.map(super::absolute),
+                    discovery,
+                    takeover: takeover_pid.map(|pid| TakeoverOptions {
+                        pid,
+                        session,
+                        force,
+                    }),
+                    allow_shared: allow_shared_session,
                 },
             )?;
             Ok(code)
+        }
+        RuntimeCommand::BindSession { id, session, json } => {
+            let store = open_store()?;
+            let registry = agent_comms_adapters::registry();
+            let bound = bind_session(&store, &host_id()?, &id, session.as_deref(), |provider| {
+                registry
+                    .get(provider)
+                    .and_then(|e| sessions::discovery_for(&e.profile))
+            })?;
+            if json {
+                println!("{}", serde_json::json!({"id": id, "session_id": bound}));
+            } else {
+                println!("runtime {id} is bound to session {bound}");
+            }
+            Ok(0)
         }
         RuntimeCommand::Configure {
             id,
@@ -254,6 +326,21 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             deliver_with(client, &id, options, text)
         }
     }
+}
+
+/// `--launch-terminal`: this command line, minus the flag, in a new window.
+fn relaunch_in_terminal() -> anyhow::Result<i32> {
+    let exe =
+        std::env::current_exe().context("cannot resolve the agent-comms executable's path")?;
+    let mut argv = vec![exe.display().to_string()];
+    argv.extend(
+        std::env::args()
+            .skip(1)
+            .filter(|a| a != "--launch-terminal"),
+    );
+    let ran = launch(&argv)?;
+    eprintln!("agent-comms: started in a new terminal: {}", ran.join(" "));
+    Ok(0)
 }
 
 /// Runtime `id` as readers see it now.

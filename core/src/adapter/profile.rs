@@ -61,6 +61,8 @@ pub struct Profile {
     #[serde(default)]
     pub permissions: Option<Permissions>,
     #[serde(default)]
+    pub session: Option<SessionSpec>,
+    #[serde(default)]
     pub repl: Option<Repl>,
     #[serde(default)]
     pub samples: Vec<Sample>,
@@ -245,9 +247,48 @@ pub struct Resume {
     pub continue_args: Vec<String>,
     /// What replaces the first of them; `{id}` is the session id.
     pub pinned: Vec<String>,
-    /// Arguments that already name a session (nothing to rewrite then).
+    /// Arguments whose value names a session (nothing to rewrite then); a
+    /// value that starts with `-` is not a session (`resume --last`).
     #[serde(default)]
     pub explicit_args: Vec<String>,
+    /// What to add when the command neither continues nor names a session
+    /// but must resume one (a takeover); `{id}` is the session id.
+    #[serde(default)]
+    pub start: Vec<String>,
+}
+
+/// Provider sessions: how to tell a process of this provider, how to find
+/// the session it is on, and whether two processes on one session harm it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSpec {
+    /// The built-in session discovery (code in agent-comms-adapters) that
+    /// ties a pid to its session: `claude-code`, `codex` or `opencode`.
+    #[serde(default)]
+    pub discovery: Option<String>,
+    /// Strings in a process's first arguments that identify the provider
+    /// when it runs under an interpreter (a package path).
+    #[serde(default)]
+    pub markers: Vec<String>,
+    /// Whether a second process may run on a session one already holds.
+    #[serde(default = "default_sharing")]
+    pub shared: Sharing,
+    /// Why, for messages.
+    #[serde(default)]
+    pub shared_reason: String,
+}
+
+fn default_sharing() -> Sharing {
+    Sharing::Refuse
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sharing {
+    /// Two processes on one session diverge: refuse the second.
+    Refuse,
+    /// Both are live clients of one session: allow, and say so.
+    Allow,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -427,12 +468,7 @@ impl Profile {
     /// `None` when nothing asks to continue or an id is already given.
     pub fn pin_resume(&self, argv: &[String], id: &str) -> Option<Vec<String>> {
         let resume = self.resume.as_ref()?;
-        if argv.iter().any(|a| {
-            resume
-                .explicit_args
-                .iter()
-                .any(|e| a == e || a.starts_with(&format!("{e}=")))
-        }) {
+        if self.named_session(argv).is_some() {
             return None;
         }
         let at = argv.iter().position(|a| resume.continue_args.contains(a))?;
@@ -440,6 +476,43 @@ impl Profile {
         out.extend(resume.pinned.iter().map(|p| p.replace("{id}", id)));
         out.extend_from_slice(&argv[at + 1..]);
         Some(out)
+    }
+
+    /// `argv` resuming session `id` whatever it asked: "continue" pinned to
+    /// `id`, a named session kept, and otherwise the resume added.
+    pub fn resume_session(&self, argv: &[String], id: &str) -> Vec<String> {
+        if let Some(pinned) = self.pin_resume(argv, id) {
+            return pinned;
+        }
+        let mut out = argv.to_vec();
+        if self.named_session(argv).is_none() {
+            if let Some(resume) = &self.resume {
+                out.extend(resume.start.iter().map(|p| p.replace("{id}", id)));
+            }
+        }
+        out
+    }
+
+    /// Whether `argv` asks to continue the most recent session.
+    pub fn asks_to_continue(&self, argv: &[String]) -> bool {
+        self.resume
+            .as_ref()
+            .is_some_and(|r| argv.iter().any(|a| r.continue_args.contains(a)))
+            && self.named_session(argv).is_none()
+    }
+
+    /// The session `argv` names (`--resume ID`, `--session=ID`, `resume ID`).
+    pub fn named_session(&self, argv: &[String]) -> Option<String> {
+        let resume = self.resume.as_ref()?;
+        argv.iter().enumerate().find_map(|(i, a)| {
+            resume.explicit_args.iter().find_map(|e| {
+                if let Some(v) = a.strip_prefix(&format!("{e}=")) {
+                    return Some(v.to_owned());
+                }
+                let v = argv.get(i + 1).filter(|_| a == e)?;
+                (!v.starts_with('-')).then(|| v.clone())
+            })
+        })
     }
 }
 
@@ -492,5 +565,34 @@ mod tests {
         );
         assert_eq!(p.pin_resume(&argv("claude --resume old"), "abc"), None);
         assert_eq!(p.pin_resume(&argv("claude"), "abc"), None);
+    }
+
+    #[test]
+    fn a_takeover_resumes_whatever_the_command_asked() {
+        // Codex: `resume --last` continues, `resume ID` names, plain starts.
+        let p = Profile::parse(
+            "c.toml",
+            &format!("{MINIMAL}[resume]\ncontinue_args = [\"--last\"]\npinned = [\"{{id}}\"]\nexplicit_args = [\"resume\"]\nstart = [\"resume\", \"{{id}}\"]\n"),
+        )
+        .unwrap();
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(p.named_session(&argv("codex resume --last")), None);
+        assert!(p.asks_to_continue(&argv("codex resume --last")));
+        assert_eq!(
+            p.resume_session(&argv("codex resume --last"), "t1"),
+            argv("codex resume t1")
+        );
+        assert_eq!(
+            p.named_session(&argv("codex resume t0")).as_deref(),
+            Some("t0")
+        );
+        assert_eq!(
+            p.resume_session(&argv("codex resume t0"), "t1"),
+            argv("codex resume t0")
+        );
+        assert_eq!(
+            p.resume_session(&argv("codex --model m"), "t1"),
+            argv("codex --model m resume t1")
+        );
     }
 }

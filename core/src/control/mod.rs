@@ -5,6 +5,8 @@
 //!   status a reader should believe (a stale heartbeat means offline).
 //! - [`serve`]: `runtime interactive-serve` — the foreground supervisor with
 //!   a heartbeat and an inbox beside it.
+//! - [`start`]: what a serve starts — a takeover's plan, a pinned session,
+//!   the collision guard.
 //! - [`messages`]: `send`, `invocation list|show|redeliver`.
 //! - [`doctor`]: findings with codes and exact repairs.
 //! - [`host`]: this host's id.
@@ -18,6 +20,7 @@ mod inbox;
 pub mod messages;
 pub mod registration;
 pub mod serve;
+pub mod start;
 
 use std::path::PathBuf;
 
@@ -66,6 +69,8 @@ pub enum ControlError {
     Body(String),
     #[error("{0}")]
     Wait(String),
+    #[error(transparent)]
+    Takeover(#[from] crate::takeover::TakeoverError),
     #[error("--claude-allow-agent-comms applies only when the wrapped command is claude (this one runs '{0}')")]
     NotClaude(String),
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::ControlError;
 use crate::session::{Liveness, Registry, SessionName};
 use crate::store::{RuntimeRecord, RuntimeStatus, Store};
+use crate::takeover::{Discovery, ProcessInfo, ProviderEnv, SessionDiscovery, TakeoverError};
 use crate::time::iso_from_unix_millis;
 
 pub const INTERACTIVE: &str = "INTERACTIVE";
@@ -242,4 +243,57 @@ pub fn configure(
     r.updated = now;
     store.save_runtime(&r)?;
     Ok(r)
+}
+
+/// `runtime bind-session`: binds runtime `id` to `session`, or, without
+/// one, to the session its running provider is on (found through the
+/// adapter named by the record). Returns the bound session.
+pub fn bind_session(
+    store: &dyn Store,
+    host: &str,
+    id: &str,
+    session: Option<&str>,
+    discovery_for: impl Fn(&str) -> Option<Box<dyn SessionDiscovery>>,
+) -> Result<String, ControlError> {
+    let now = crate::time::unix_millis();
+    let r = store
+        .runtime(id)?
+        .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;
+    let session = match session {
+        Some(s) => s.to_owned(),
+        None => {
+            let view = RuntimeView::new(&r, host, now);
+            if !view.local {
+                let host = view.host.unwrap_or_default();
+                return Err(ControlError::ForeignHost {
+                    id: id.to_owned(),
+                    host,
+                });
+            }
+            let pid = r
+                .pid
+                .filter(|_| view.status == RuntimeStatus::Online)
+                .ok_or_else(|| ControlError::Offline(id.to_owned()))?;
+            let provider = r.provider.clone().unwrap_or_default();
+            let discovery = discovery_for(&provider)
+                .ok_or_else(|| TakeoverError::NoDiscovery(provider.clone()))?;
+            let proc = ProcessInfo::read(pid)?;
+            match discovery.discover(&proc, &ProviderEnv::of(&proc)) {
+                Discovery::Found(found) => found.id,
+                Discovery::Ambiguous(candidates) => {
+                    return Err(TakeoverError::Ambiguous { pid, candidates }.into())
+                }
+                Discovery::Nothing(reason) => {
+                    return Err(TakeoverError::NotFound {
+                        pid,
+                        provider,
+                        reason,
+                    }
+                    .into())
+                }
+            }
+        }
+    };
+    store.bind_session(id, Some(&session), now)?;
+    Ok(session)
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::host::random_hex;
 use super::inbox::{with_store, Inbox, SharedStore};
 use super::registration::{admit, STALE_AFTER_BEATS};
+use super::start::{plan_start, StartPlan, StartRequest, TakeoverOptions};
 use super::ControlError;
 use crate::adapter::Entry;
 use crate::paths::ensure_runtime_root;
@@ -22,6 +23,8 @@ use crate::session::{Registry, SessionKind, SessionName};
 use crate::store::{RuntimeStatus, Store};
 use crate::supervisor::foreground::run_foreground;
 use crate::supervisor::{SessionHandle, SupervisorConfig, DEFAULT_KILL_GRACE};
+use crate::takeover::terminate::{end_process, Ended, TERM_GRACE};
+use crate::takeover::{Discovery, ProcessInfo, ProviderEnv, SessionDiscovery};
 use crate::time::unix_millis;
 
 /// Default heartbeat interval; a runtime is offline after three missed.
@@ -40,6 +43,11 @@ pub struct ServeOptions {
     pub heartbeat: Duration,
     pub keyboard_quiet: Duration,
     pub record: Option<PathBuf>,
+    /// The adapter's session knowledge (takeover, pinning, the guard).
+    pub discovery: Option<Arc<dyn SessionDiscovery>>,
+    pub takeover: Option<TakeoverOptions>,
+    /// Start even when another process holds the session.
+    pub allow_shared: bool,
 }
 
 /// Serves the runtime until the provider exits; returns its exit code.
@@ -54,16 +62,35 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
         &opts.id,
         now,
     )?;
-    for note in &admission.notes {
+    let start = plan_start(&StartRequest {
+        argv: &opts.argv,
+        cwd: opts.cwd.clone(),
+        adapter: opts.adapter.as_ref(),
+        discovery: opts.discovery.as_deref(),
+        takeover: opts.takeover.as_ref(),
+        allow_shared: opts.allow_shared,
+        runtime: &admission.record,
+    })?;
+    for note in admission.notes.iter().chain(&start.notes) {
         eprintln!("agent-comms: {note}");
     }
+    if let Some(pid) = start.replaces {
+        let ended = match end_process(pid, TERM_GRACE)? {
+            Ended::AlreadyGone => "it had already exited",
+            Ended::Terminated => "it exited on SIGTERM",
+            Ended::Killed => "it needed SIGKILL",
+        };
+        eprintln!("agent-comms: ended process {pid}: {ended}");
+    }
     let mut record = admission.record;
+    // A start on an unknown session is a new one: it is discovered below.
+    record.session_id = start.session.clone();
     let endpoint_id = random_hex(8).map_err(|e| ControlError::HostId {
         path: "/dev/urandom".into(),
         source: e,
     })?;
     let endpoint = registry.paths(&opts.id).socket;
-    let config = supervisor_config(&opts);
+    let config = supervisor_config(&opts, &start);
     let adapter_name = opts.adapter.as_ref().map(|e| e.profile.name.clone());
     let banner = format!(
         "agent-comms: this terminal is dedicated to runtime {} (agent {}, {}); messages are typed in when it is idle",
@@ -80,6 +107,7 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
     let runtime_id = opts.id.to_string();
     let agent = opts.agent.clone();
     let endpoint_for_tasks = endpoint_id.clone();
+    let discovery = opts.discovery.clone();
     let mut online: Option<Result<(), ControlError>> = None;
     let online_slot = &mut online;
     let exit = run_foreground(config, Some(&banner), move |session: SessionHandle| {
@@ -119,6 +147,14 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
             heartbeat,
             lease,
         ));
+        if let (None, Some(discovery)) = (&start.session, discovery) {
+            tokio::spawn(bind_when_discovered(
+                beside_store.clone(),
+                runtime_id.clone(),
+                session.child_pid(),
+                discovery,
+            ));
+        }
         tokio::spawn(
             Inbox {
                 store: beside_store,
@@ -179,7 +215,43 @@ async fn beat(
     }
 }
 
-fn supervisor_config(opts: &ServeOptions) -> SupervisorConfig {
+/// How long a new provider process may take to write down its session.
+const DISCOVERY_WINDOW: Duration = Duration::from_secs(20);
+const DISCOVERY_PERIOD: Duration = Duration::from_millis(250);
+
+/// Finds the session a freshly started provider is on (it writes its files
+/// at start-up) and binds it to the runtime, so a later "continue" resumes
+/// exactly that one.
+async fn bind_when_discovered(
+    store: SharedStore,
+    runtime: String,
+    pid: u32,
+    discovery: Arc<dyn SessionDiscovery>,
+) {
+    let deadline = tokio::time::Instant::now() + DISCOVERY_WINDOW;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(DISCOVERY_PERIOD).await;
+        let Ok(proc) = ProcessInfo::read(pid) else {
+            return;
+        };
+        if let Discovery::Found(found) = discovery.discover(&proc, &ProviderEnv::of(&proc)) {
+            let runtime = runtime.clone();
+            let bound = with_store(&store, move |s| {
+                s.bind_session(&runtime, Some(&found.id), unix_millis())
+            })
+            .await;
+            if let Err(e) = bound {
+                tracing::error!("binding the provider session: {e}");
+            }
+            return;
+        }
+    }
+    tracing::warn!(
+        "no provider session found for process {pid}; bind one with runtime bind-session"
+    );
+}
+
+fn supervisor_config(opts: &ServeOptions, start: &StartPlan) -> SupervisorConfig {
     let profile = opts.adapter.as_ref().map(|e| &e.profile);
     let mut env: Vec<(String, String)> = profile
         .map(|p| {
@@ -195,15 +267,15 @@ fn supervisor_config(opts: &ServeOptions) -> SupervisorConfig {
         name: opts.id.clone(),
         kind: SessionKind::Interactive,
         spawn: SpawnSpec {
-            argv: opts.argv.clone(),
-            cwd: opts.cwd.clone(),
+            argv: start.argv.clone(),
+            cwd: start.cwd.clone(),
             env,
             env_remove: profile.map(|p| p.env.remove.clone()).unwrap_or_default(),
             rows: 24,
             cols: 80,
             record: opts.record.clone(),
         },
-        command_line: opts.argv.join(" "),
+        command_line: start.argv.join(" "),
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
         cells: None,
         adapter: opts.adapter.as_ref().map(Entry::spec),

@@ -264,6 +264,14 @@ pub trait Store: Send {
         now: u64,
         lease_until: u64,
     ) -> Result<bool, StoreError>;
+    /// Binds runtime `runtime` to provider session `session` (None unbinds); false when
+    /// there is no such runtime.
+    fn bind_session(
+        &self,
+        runtime: &str,
+        session: Option<&str>,
+        now: u64,
+    ) -> Result<bool, StoreError>;
     /// Only while `endpoint_id` is still the runtime's: status OFFLINE, reason, endpoint,
     /// endpoint_id and pid cleared (host kept), updated = now. Leaves its attempts alone:
     /// follow with [`Store::release_attempts`].

@@ -379,6 +379,19 @@ impl Store for SqliteStore {
         Ok(true)
     }
 
+    fn bind_session(
+        &self,
+        runtime: &str,
+        session: Option<&str>,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        let changed = self.conn.execute(
+            "UPDATE runtimes SET session_id = ?2, updated = ?3 WHERE id = ?1",
+            params![runtime, session, now],
+        )?;
+        Ok(changed > 0)
+    }
+
     fn set_offline(
         &self,
         runtime: &str,

@@ -1,0 +1,73 @@
+//! Session discovery for the real provider CLIs: code, because no profile
+//! can say "read `~/.claude/sessions/<pid>.json`" or "match a log's run tag
+//! to a process's start time".
+//!
+//! Each discoverer ties a live process to the one session it is on from
+//! files the provider itself keeps (DESIGN.md's field notes say which), and
+//! finds the live processes holding a session (for the collision guard).
+//! None of them ever picks "the most recently used session": another
+//! process may have used the same directory since.
+
+mod claude;
+mod codex;
+mod opencode;
+
+use std::path::{Path, PathBuf};
+
+use agent_comms_core::adapter::Profile;
+use agent_comms_core::takeover::process::{processes_of, ProcessInfo};
+use agent_comms_core::takeover::{Discovery, ProviderEnv, SessionDiscovery};
+
+/// The discoverer a profile names in `[session] discovery`.
+pub fn discovery_for(profile: &Profile) -> Option<Box<dyn SessionDiscovery>> {
+    let name = profile.session.as_ref()?.discovery.as_deref()?;
+    match name {
+        "claude-code" => Some(Box::new(claude::Claude)),
+        "codex" => Some(Box::new(codex::Codex)),
+        "opencode" => Some(Box::new(opencode::OpenCode)),
+        _ => None,
+    }
+}
+
+/// The names `[session] discovery` accepts.
+pub const DISCOVERIES: &[&str] = &["claude-code", "codex", "opencode"];
+
+/// `$VAR` if set, else `$HOME/<rest>`.
+fn dir_from(env: &ProviderEnv, var: &str, rest: &str) -> PathBuf {
+    env.var(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env.home().join(rest))
+}
+
+/// Live processes of this user running `program` whose discovered session
+/// is `id` (for providers that keep no per-pid marker).
+fn live_on_session(
+    program: &str,
+    id: &str,
+    env: &ProviderEnv,
+    discover: impl Fn(&ProcessInfo, &ProviderEnv) -> Discovery,
+) -> Vec<u32> {
+    processes_of(agent_comms_core::paths::euid())
+        .into_iter()
+        .filter(|p| p.program().as_deref() == Some(program))
+        .filter(|p| matches!(discover(p, env), Discovery::Found(c) if c.id == id))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// The files in `dir` (not recursive) ending in `suffix`.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.to_str().is_some_and(|s| s.ends_with(suffix)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// When a file was last written, Unix milliseconds.
+fn modified_ms(path: &Path) -> Option<u64> {
+    let t = path.metadata().ok()?.modified().ok()?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64)
+}

@@ -1,0 +1,112 @@
+//! What a serve starts: the command, where, and on which provider session.
+//!
+//! Three ways to know the session before the provider runs: a takeover
+//! discovers the one the old process is on; the command names one; or the
+//! command asks to continue and the runtime has a bound session, which is
+//! pinned in place of "the most recent one". A known session then passes
+//! the collision guard. An unknown one is discovered after start, from the
+//! new process, and bound to the runtime for next time.
+
+use std::path::PathBuf;
+
+use super::ControlError;
+use crate::adapter::Entry;
+use crate::store::RuntimeRecord;
+use crate::takeover::{self, ProviderEnv, SessionDiscovery};
+
+/// `--takeover-pid` and what goes with it.
+#[derive(Debug, Clone)]
+pub struct TakeoverOptions {
+    pub pid: u32,
+    /// The user says which session, when discovery cannot.
+    pub session: Option<String>,
+    /// Skip the "is it the provider" check.
+    pub force: bool,
+}
+
+/// The provider start, decided before anything is touched.
+#[derive(Debug, Clone)]
+pub struct StartPlan {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// The provider session, when known before start.
+    pub session: Option<String>,
+    /// The process to end first (a takeover).
+    pub replaces: Option<u32>,
+    /// Said to the user before the provider starts.
+    pub notes: Vec<String>,
+}
+
+pub struct StartRequest<'a> {
+    pub argv: &'a [String],
+    pub cwd: PathBuf,
+    pub adapter: Option<&'a Entry>,
+    pub discovery: Option<&'a dyn SessionDiscovery>,
+    pub takeover: Option<&'a TakeoverOptions>,
+    pub allow_shared: bool,
+    /// The runtime as stored (its bound session).
+    pub runtime: &'a RuntimeRecord,
+}
+
+pub fn plan_start(req: &StartRequest<'_>) -> Result<StartPlan, ControlError> {
+    let mut plan = StartPlan {
+        argv: req.argv.to_vec(),
+        cwd: req.cwd.clone(),
+        session: None,
+        replaces: None,
+        notes: Vec::new(),
+    };
+    let Some(entry) = req.adapter else {
+        if req.takeover.is_some() {
+            return Err(takeover::TakeoverError::NoDiscovery("(no)".into()).into());
+        }
+        return Ok(plan);
+    };
+    let profile = &entry.profile;
+    if let Some(t) = req.takeover {
+        let found = takeover::plan(&takeover::Request {
+            pid: t.pid,
+            argv: req.argv,
+            profile,
+            discovery: req.discovery,
+            force: t.force,
+            session: t.session.as_deref(),
+        })?;
+        plan.notes.push(format!(
+            "taking over process {} on {} session {} in {}",
+            t.pid,
+            profile.name,
+            found.session.id,
+            found.cwd.display()
+        ));
+        plan.argv = found.argv;
+        plan.cwd = found.cwd;
+        plan.session = Some(found.session.id);
+        plan.replaces = Some(t.pid);
+    } else if let Some(named) = profile.named_session(req.argv) {
+        plan.session = Some(named);
+    } else if let Some(bound) = req.runtime.session_id.as_deref() {
+        if let Some(pinned) = profile.pin_resume(req.argv, bound) {
+            plan.notes.push(format!(
+                "continuing session {bound}, the one bound to runtime {} (not the most recent one)",
+                req.runtime.id
+            ));
+            plan.argv = pinned;
+            plan.session = Some(bound.to_owned());
+        }
+    }
+    if let (Some(id), Some(discovery)) = (&plan.session, req.discovery) {
+        let env = ProviderEnv::current();
+        if let Some(note) = takeover::guard(
+            profile,
+            discovery,
+            id,
+            &env,
+            req.allow_shared,
+            plan.replaces,
+        )? {
+            plan.notes.push(note);
+        }
+    }
+    Ok(plan)
+}

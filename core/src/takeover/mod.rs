@@ -1,0 +1,329 @@
+//! Takeover: turning a live, ordinary provider session into a supervised
+//! runtime in place, and the guard that keeps two processes off one
+//! provider session.
+//!
+//! The order is the point (docs/takeover.md gives the reasons):
+//!
+//! 1. refuse when we descend from the target (we would kill ourselves),
+//!    when it belongs to another user, or when it is not the provider the
+//!    command names (`--force` overrides only this);
+//! 2. find the session the target is on, through the adapter, *before*
+//!    touching it — never "the most recent one", which another process may
+//!    have used since; when the adapter cannot tie the pid to one session,
+//!    refuse and list the candidates (`--session ID` says which);
+//! 3. end the target: SIGTERM, wait, SIGKILL, wait — nothing starts until it
+//!    is gone;
+//! 4. start the command in the target's working directory, its resume
+//!    pinned to the discovered session.
+//!
+//! Provider knowledge — where a CLI keeps its sessions, how to tie a pid to
+//! one — comes from a [`SessionDiscovery`] (built-in code in the adapters
+//! crate); whether two processes on one session are harmful comes from the
+//! profile's `[session]`.
+
+pub mod launch;
+pub mod process;
+#[cfg(unix)]
+pub mod terminate;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::adapter::profile::{Profile, Sharing};
+pub use process::ProcessInfo;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TakeoverError {
+    #[error("no process {0}; check the pid (ps -u $USER)")]
+    NoProcess(u32),
+    #[error("process {0} is this command or one of its parents: ending it would end this command too; run the takeover from another terminal, or add --launch-terminal to open one")]
+    Ancestor(u32),
+    #[error("process {pid} belongs to another user (uid {uid}); only your own sessions can be taken over")]
+    ForeignUser { pid: u32, uid: u32 },
+    #[error("process {pid} runs {program}, not {provider} (the command after --); check the pid, or add --force if it really is {provider}")]
+    NotProvider {
+        pid: u32,
+        program: String,
+        provider: String,
+    },
+    #[error(
+        "the {0} adapter cannot tell which session a process is on, so it cannot take one over"
+    )]
+    NoDiscovery(String),
+    #[error(
+        "cannot tell which {provider} session process {pid} is on ({reason}); nothing was changed"
+    )]
+    NotFound {
+        pid: u32,
+        provider: String,
+        reason: String,
+    },
+    #[error("process {pid} may be on any of these sessions: {}; say which with --session ID", list(.candidates))]
+    Ambiguous {
+        pid: u32,
+        candidates: Vec<SessionCandidate>,
+    },
+    #[error("process {pid} is on session {found}, not {given}; nothing was changed")]
+    SessionMismatch {
+        pid: u32,
+        found: String,
+        given: String,
+    },
+    #[error("the command names session {named}, but process {pid} is on {found}; leave the session out of the command, and agent-comms pins it")]
+    CommandNamesOther {
+        pid: u32,
+        named: String,
+        found: String,
+    },
+    #[error("cannot signal process {pid}: {reason}")]
+    Signal { pid: u32, reason: String },
+    #[error("process {0} is still running after SIGTERM and SIGKILL; nothing was started")]
+    WillNotDie(u32),
+    #[error("session {id} is in use by process {pid}; to move it here safely: agent-comms runtime interactive-serve --id <runtime> --takeover-pid {pid} -- <command>; or add --allow-shared-session ({reason})")]
+    Collision {
+        id: String,
+        pid: u32,
+        reason: String,
+    },
+    #[error("{0}")]
+    Launch(String),
+}
+
+fn list(candidates: &[SessionCandidate]) -> String {
+    candidates
+        .iter()
+        .map(|c| match &c.cwd {
+            Some(cwd) => format!("{} ({cwd}, {})", c.id, c.detail),
+            None => format!("{} ({})", c.id, c.detail),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A provider session a process may be on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionCandidate {
+    pub id: String,
+    pub cwd: Option<String>,
+    /// Why it is a candidate (which file said so).
+    pub detail: String,
+}
+
+/// What discovery found for one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Discovery {
+    Found(SessionCandidate),
+    /// It may be on any of these; a person must say which.
+    Ambiguous(Vec<SessionCandidate>),
+    /// Nothing ties it to a session (the reason says what was looked at).
+    Nothing(String),
+}
+
+/// The environment a provider process sees, which says where its files
+/// are (`HOME`, `CODEX_HOME`, `XDG_DATA_HOME` …).
+#[derive(Debug, Clone, Default)]
+pub struct ProviderEnv {
+    vars: HashMap<String, String>,
+}
+
+impl ProviderEnv {
+    /// This process's environment: where a provider we start will look.
+    pub fn current() -> Self {
+        Self {
+            vars: std::env::vars().collect(),
+        }
+    }
+
+    /// `proc`'s environment, with ours filling in what cannot be read.
+    pub fn of(proc: &ProcessInfo) -> Self {
+        let mut env = Self::current();
+        env.vars.extend(proc.environ());
+        env
+    }
+
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// `$HOME`.
+    pub fn home(&self) -> PathBuf {
+        PathBuf::from(self.var("HOME").unwrap_or("/"))
+    }
+}
+
+/// Provider-specific session knowledge.
+pub trait SessionDiscovery: Send + Sync {
+    /// Whether `proc` marks itself as this provider (a pid file of its own).
+    fn marks(&self, proc: &ProcessInfo, env: &ProviderEnv) -> bool;
+    /// The session `proc` is on.
+    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery;
+    /// Live processes on session `id` now.
+    fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32>;
+}
+
+/// What a takeover will do, decided before anything is touched.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub target: ProcessInfo,
+    pub session: SessionCandidate,
+    /// Where the command starts: the target's working directory.
+    pub cwd: PathBuf,
+    /// The command with its resume pinned to the session.
+    pub argv: Vec<String>,
+}
+
+/// A takeover request, as the user gave it.
+pub struct Request<'a> {
+    pub pid: u32,
+    pub argv: &'a [String],
+    pub profile: &'a Profile,
+    pub discovery: Option<&'a dyn SessionDiscovery>,
+    /// Skip the "is it the provider" check.
+    pub force: bool,
+    /// The session, when the user says which.
+    pub session: Option<&'a str>,
+}
+
+/// Steps 1 and 2: every check, and the session found, without touching
+/// the target.
+pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
+    if process::is_self_or_ancestor(req.pid) {
+        return Err(TakeoverError::Ancestor(req.pid));
+    }
+    let target = ProcessInfo::read(req.pid)?;
+    if target.uid != crate::paths::euid() {
+        return Err(TakeoverError::ForeignUser {
+            pid: req.pid,
+            uid: target.uid,
+        });
+    }
+    let env = ProviderEnv::of(&target);
+    let provider = &req.profile.name;
+    let program = target.program().unwrap_or_default();
+    let is_provider = req.profile.claims(&program)
+        || req
+            .profile
+            .session
+            .as_ref()
+            .is_some_and(|s| s.markers.iter().any(|m| target.mentions(m)))
+        || req.discovery.is_some_and(|d| d.marks(&target, &env));
+    if !is_provider && !req.force {
+        return Err(TakeoverError::NotProvider {
+            pid: req.pid,
+            program,
+            provider: provider.clone(),
+        });
+    }
+    let discovery = req
+        .discovery
+        .ok_or_else(|| TakeoverError::NoDiscovery(provider.clone()))?;
+    let session = match (discovery.discover(&target, &env), req.session) {
+        (Discovery::Found(found), Some(given)) if found.id != given => {
+            return Err(TakeoverError::SessionMismatch {
+                pid: req.pid,
+                found: found.id,
+                given: given.to_owned(),
+            })
+        }
+        (Discovery::Found(found), _) => found,
+        (Discovery::Ambiguous(candidates), Some(given)) => {
+            match candidates.iter().find(|c| c.id == given) {
+                Some(c) => c.clone(),
+                None => {
+                    return Err(TakeoverError::Ambiguous {
+                        pid: req.pid,
+                        candidates,
+                    })
+                }
+            }
+        }
+        (Discovery::Ambiguous(candidates), None) => {
+            return Err(TakeoverError::Ambiguous {
+                pid: req.pid,
+                candidates,
+            })
+        }
+        (Discovery::Nothing(_), Some(given)) => SessionCandidate {
+            id: given.to_owned(),
+            cwd: None,
+            detail: "given with --session".into(),
+        },
+        (Discovery::Nothing(reason), None) => {
+            return Err(TakeoverError::NotFound {
+                pid: req.pid,
+                provider: provider.clone(),
+                reason,
+            })
+        }
+    };
+    if let Some(named) = req.profile.named_session(req.argv) {
+        if named != session.id {
+            return Err(TakeoverError::CommandNamesOther {
+                pid: req.pid,
+                named,
+                found: session.id,
+            });
+        }
+    }
+    let cwd = session
+        .cwd
+        .as_ref()
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .or_else(|| target.cwd.clone())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    Ok(Plan {
+        argv: req.profile.resume_session(req.argv, &session.id),
+        target,
+        session,
+        cwd,
+    })
+}
+
+/// The collision guard: refuses to start a provider on session `id` while a
+/// live process (other than `except`) holds it, unless the adapter says two
+/// are harmless or the user allows it. Returns a note to show when sharing
+/// goes ahead.
+pub fn guard(
+    profile: &Profile,
+    discovery: &dyn SessionDiscovery,
+    id: &str,
+    env: &ProviderEnv,
+    allow_shared: bool,
+    except: Option<u32>,
+) -> Result<Option<String>, TakeoverError> {
+    let holders: Vec<u32> = discovery
+        .holders(id, env)
+        .into_iter()
+        .filter(|p| Some(*p) != except)
+        .collect();
+    let Some(&pid) = holders.first() else {
+        return Ok(None);
+    };
+    let sharing = profile
+        .session
+        .as_ref()
+        .map(|s| (s.shared, s.shared_reason.clone()))
+        .unwrap_or((
+            Sharing::Refuse,
+            "two processes on one session diverge".into(),
+        ));
+    match sharing {
+        (Sharing::Allow, reason) => Ok(Some(format!(
+            "session {id} is also open in process {pid}; {reason}"
+        ))),
+        (Sharing::Refuse, reason) if allow_shared => Ok(Some(format!(
+            "session {id} is also open in process {pid} (--allow-shared-session): {reason}"
+        ))),
+        (Sharing::Refuse, reason) => Err(TakeoverError::Collision {
+            id: id.to_owned(),
+            pid,
+            reason,
+        }),
+    }
+}
