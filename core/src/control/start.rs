@@ -97,6 +97,14 @@ pub fn plan_start(req: &StartRequest<'_>) -> Result<StartPlan, ControlError> {
     }
     if let (Some(id), Some(discovery)) = (&plan.session, req.discovery) {
         let env = ProviderEnv::current();
+        let takeover_command = |pid: u32| {
+            format!(
+                "agent-comms --actor {} runtime interactive-serve --id {} --takeover-pid {pid} -- {}",
+                req.runtime.agent,
+                req.runtime.id,
+                req.argv.join(" ")
+            )
+        };
         if let Some(note) = takeover::guard(
             profile,
             discovery,
@@ -104,6 +112,7 @@ pub fn plan_start(req: &StartRequest<'_>) -> Result<StartPlan, ControlError> {
             &env,
             req.allow_shared,
             plan.replaces,
+            takeover_command,
         )? {
             plan.notes.push(note);
         }

@@ -81,11 +81,13 @@ pub enum TakeoverError {
     Signal { pid: u32, reason: String },
     #[error("process {0} is still running after SIGTERM and SIGKILL; nothing was started")]
     WillNotDie(u32),
-    #[error("session {id} is in use by process {pid}; to move it here safely: agent-comms runtime interactive-serve --id <runtime> --takeover-pid {pid} -- <command>; or add --allow-shared-session ({reason})")]
+    #[error("session {id} is in use by process {pid}; to move it here safely: {takeover}; or add --allow-shared-session ({reason})")]
     Collision {
         id: String,
         pid: u32,
         reason: String,
+        /// The takeover command that hands the session over.
+        takeover: String,
     },
     #[error("{0}")]
     Launch(String),
@@ -288,7 +290,8 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
 /// The collision guard: refuses to start a provider on session `id` while a
 /// live process (other than `except`) holds it, unless the adapter says two
 /// are harmless or the user allows it. Returns a note to show when sharing
-/// goes ahead.
+/// goes ahead. `takeover` makes the command that would hand the session
+/// over instead, given the holder's pid.
 pub fn guard(
     profile: &Profile,
     discovery: &dyn SessionDiscovery,
@@ -296,6 +299,7 @@ pub fn guard(
     env: &ProviderEnv,
     allow_shared: bool,
     except: Option<u32>,
+    takeover: impl Fn(u32) -> String,
 ) -> Result<Option<String>, TakeoverError> {
     let holders: Vec<u32> = discovery
         .holders(id, env)
@@ -324,6 +328,7 @@ pub fn guard(
             id: id.to_owned(),
             pid,
             reason,
+            takeover: takeover(pid),
         }),
     }
 }

@@ -72,12 +72,21 @@ mod tests {
 
     #[test]
     fn sigterm_first_then_sigkill() {
-        let mut polite = std::process::Command::new("sleep").arg("60").spawn().unwrap();
-        assert_eq!(end_process(polite.id(), TERM_GRACE).unwrap(), Ended::Terminated);
+        let mut polite = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        assert_eq!(
+            end_process(polite.id(), TERM_GRACE).unwrap(),
+            Ended::Terminated
+        );
         polite.wait().unwrap();
         let mut stubborn = std::process::Command::new("sh")
             // Its only child is a short sleep, gone soon after the shell.
-            .args(["-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"])
+            .args([
+                "-c",
+                "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+            ])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
