@@ -1044,13 +1044,9 @@ fn remove_file(path: &Option<PathBuf>) {
 
 /// `bytes` random bytes as lowercase hex.
 pub fn random_hex(bytes: usize) -> String {
-    use std::io::Read;
     let mut buf = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_err()
-    {
-        // Never expected on Linux; fall back to time and pid, still unique enough per session.
+    if getrandom::fill(&mut buf).is_err() {
+        // Never expected; fall back to time and pid, still unique enough per session.
         let seed = crate::time::unix_millis() ^ u64::from(std::process::id()) << 32;
         for (i, b) in buf.iter_mut().enumerate() {
             *b = (seed >> ((i % 8) * 8)) as u8;

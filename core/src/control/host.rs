@@ -5,7 +5,7 @@
 //! this id, so a message to a runtime elsewhere is marked unavailable
 //! instead of being "delivered" into nothing.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
@@ -53,9 +53,9 @@ pub fn host_id() -> Result<String, ControlError> {
         .to_owned())
 }
 
-/// `bytes` random bytes from the kernel, as lowercase hex.
+/// `bytes` random bytes from the system's random source, as lowercase hex.
 pub fn random_hex(bytes: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    getrandom::fill(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
