@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::os::{pid_alive, wait_gone};
+
 /// Longest socket path we bind. `sun_path` holds 108 bytes on Linux and 104 on
 /// the BSDs; leave room for the terminating NUL.
 const MAX_SOCKET_PATH: usize = 100;
@@ -255,67 +257,6 @@ pub fn is_dialable(socket: &Path) -> bool {
     UnixStream::connect(socket).is_ok()
 }
 
-/// True when `pid` names a process that is not a zombie. `kill(pid, 0)`
-/// succeeds on zombies, so the state in `/proc/<pid>/stat` decides.
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesised command name, which may
-            // itself contain spaces and parentheses.
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
-}
-
-/// Waits until `pid` has exited (a zombie counts), at most `timeout`; true
-/// when it is gone. Supervisors are not our children, so `waitpid` cannot
-/// see them end; a pidfd can, as an event. Kernels without pidfds get a
-/// bounded poll of `/proc`.
-pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::time::Instant;
-
-    let deadline = Instant::now() + timeout;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if raw < 0 {
-        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-            return true;
-        }
-        while pid_alive(pid) {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        return true;
-    }
-    // SAFETY: the syscall returned a descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 && std::io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        return n > 0 || !pid_alive(pid);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,6 +279,7 @@ mod tests {
         assert!(paths.record.ends_with(format!("{name}.json")));
     }
 
+    #[cfg(unix)]
     #[test]
     fn zombie_and_missing_pids_are_not_alive() {
         assert!(pid_alive(std::process::id()));

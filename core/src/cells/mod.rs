@@ -282,7 +282,7 @@ impl CellEngine {
         writer: PtyWriter,
         notes: mpsc::UnboundedSender<EngineNote>,
     ) -> Self {
-        let _ = std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        let _ = crate::os::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
             .create(&config.files_dir);
         Self {
             files_marker: config.files_dir.display().to_string(),
@@ -981,10 +981,7 @@ impl CellEngine {
 
 fn kill_hook(cell: &mut ActiveCell) {
     if let Some(pid) = cell.hook_pid.take() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        crate::os::kill(pid);
     }
 }
 
@@ -1025,8 +1022,8 @@ pub fn is_cell_id(id: &str) -> bool {
 }
 
 fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use crate::os::OpenOptionsExt;
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

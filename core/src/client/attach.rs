@@ -6,7 +6,6 @@
 //! "leave": the session keeps running, untouched, after a detach.
 
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
 
 use super::{Client, ClientError};
 use crate::socket::codec::{encode, Frame, Message};
@@ -37,7 +36,7 @@ pub fn stream(
     mode: StreamMode,
     detach_key: u8,
 ) -> Result<StreamEnd, ClientError> {
-    let size = terminal_size(std::io::stdin().as_fd());
+    let size = terminal_size();
     client.send(Message::Request(Request::Attach {
         mode,
         rows: size.map(|s| s.0),
@@ -116,24 +115,11 @@ fn spawn_keyboard(mut socket: std::os::unix::net::UnixStream, mode: StreamMode, 
 
 /// Follows the terminal's size (SIGWINCH) and tells the session.
 fn spawn_resize_watch(mut socket: std::os::unix::net::UnixStream) {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGWINCH);
-    // Blocked here, before more threads exist, so only sigwait sees it.
-    if set.thread_block().is_err() {
-        return;
-    }
-    std::thread::spawn(move || {
-        while set.wait().is_ok() {
-            if let Some((rows, cols)) = terminal_size(std::io::stdin().as_fd()) {
-                let frame = encode(&Frame::new(
-                    0,
-                    Message::Request(Request::Resize { rows, cols }),
-                ));
-                if socket.write_all(&frame).is_err() {
-                    return;
-                }
-            }
-        }
+    crate::os::watch_resizes(move |rows, cols| {
+        let frame = encode(&Frame::new(
+            0,
+            Message::Request(Request::Resize { rows, cols }),
+        ));
+        socket.write_all(&frame).is_ok()
     });
 }

@@ -6,10 +6,10 @@
 //! instead of being "delivered" into nothing.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::ControlError;
+use crate::os::OpenOptionsExt;
 use crate::paths::user_home;
 
 const FILE: &str = "host-id";

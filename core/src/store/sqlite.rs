@@ -9,7 +9,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use super::{
     Agent, Attempt, AttemptOutcome, AttemptResult, Evidence, Invocation, InvocationFilter,
     InvocationStatus, NewInvocation, RuntimeRecord, RuntimeStatus, Store, StoreError,
 };
+use crate::os::{DirBuilderExt, OpenOptionsExt};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
