@@ -11,16 +11,12 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::os::{pid_alive, wait_gone};
 
-/// Longest socket path we bind. `sun_path` holds 108 bytes on Linux and 104 on
-/// the BSDs; leave room for the terminating NUL.
-const MAX_SOCKET_PATH: usize = 100;
 /// Longest session name: the record file name must fit a 255-byte file name.
 const MAX_NAME_LEN: usize = 200;
 
@@ -130,28 +126,12 @@ pub struct SessionPaths {
 
 impl SessionPaths {
     pub fn new(root: &Path, name: &SessionName) -> Self {
-        let plain = root.join(format!("{name}.sock"));
-        let socket = if plain.as_os_str().len() <= MAX_SOCKET_PATH {
-            plain
-        } else {
-            // A long root or name would overflow sun_path: hash the name. The
-            // record (whose file name has no such limit) says which it is.
-            // If even this does not fit, the root itself is too long and
-            // binding fails with an error naming the path.
-            root.join(format!("h{:016x}.sock", fnv1a(name.as_str().as_bytes())))
-        };
         Self {
             record: root.join(format!("{name}.json")),
-            socket,
+            socket: crate::socket::endpoint_path(root, name),
             log: root.join(format!("{name}.log")),
         }
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// What the registry found for one record.
@@ -254,7 +234,7 @@ impl Registry {
 
 /// True when something accepts connections on `socket`.
 pub fn is_dialable(socket: &Path) -> bool {
-    UnixStream::connect(socket).is_ok()
+    crate::socket::connect(socket).is_ok()
 }
 
 #[cfg(test)]
@@ -269,14 +249,6 @@ mod tests {
         for bad in ["", ".", "..", "a..b", "a/b", "a b", "é", "a\n"] {
             assert!(SessionName::parse(bad).is_err(), "{bad:?} accepted");
         }
-    }
-
-    #[test]
-    fn long_names_get_short_socket_paths() {
-        let name = SessionName::parse(&"n".repeat(150)).unwrap();
-        let paths = SessionPaths::new(Path::new("/tmp/agent-comms-0"), &name);
-        assert!(paths.socket.as_os_str().len() <= MAX_SOCKET_PATH);
-        assert!(paths.record.ends_with(format!("{name}.json")));
     }
 
     #[cfg(unix)]

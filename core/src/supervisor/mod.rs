@@ -211,7 +211,7 @@ impl Shared {
 /// A supervisor whose child runs and whose socket listens.
 pub struct Supervisor {
     shared: Shared,
-    listener: tokio::net::UnixListener,
+    listener: socket::Listener,
     events: mpsc::Receiver<PtyEvent>,
     notes: mpsc::UnboundedReceiver<EngineNote>,
     exit_tx: watch::Sender<Option<ExitInfo>>,
@@ -407,7 +407,7 @@ impl Supervisor {
                     }
                 },
                 accepted = self.listener.accept() => {
-                    if let Ok((stream, _)) = accepted {
+                    if let Ok(stream) = accepted {
                         connections.spawn(connection::serve(stream, self.shared.clone()));
                     }
                 }
