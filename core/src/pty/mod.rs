@@ -12,6 +12,10 @@ pub mod cast;
 mod unix;
 #[cfg(unix)]
 use unix as sys;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as sys;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -25,6 +29,11 @@ use crate::socket::protocol::ExitInfo;
 pub enum PtyError {
     #[error("cannot open a pseudo-terminal: {0}")]
     Open(String),
+    /// Windows only: ConPTY is missing or refused.
+    #[error(
+        "cannot create a pseudo console: Windows 10 1809 (build 17763) or later is required ({0})"
+    )]
+    NoConsole(String),
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
     #[error("working directory {0} does not exist or is not a directory")]

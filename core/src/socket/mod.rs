@@ -16,6 +16,11 @@ mod unix;
 #[cfg(unix)]
 pub use unix::*;
 
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::*;
+
 use std::io;
 use std::path::PathBuf;
 

@@ -37,3 +37,34 @@ impl TerminationSignals {
         }
     }
 }
+
+/// The console's counterparts: Ctrl-C, Ctrl-Break and closing the console
+/// window. A detached supervisor has no console and ends by request only.
+#[cfg(windows)]
+pub(super) struct TerminationSignals {
+    c: Option<tokio::signal::windows::CtrlC>,
+    brk: Option<tokio::signal::windows::CtrlBreak>,
+    close: Option<tokio::signal::windows::CtrlClose>,
+}
+
+#[cfg(windows)]
+impl TerminationSignals {
+    pub fn new() -> Self {
+        use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+        Self {
+            c: ctrl_c().ok(),
+            brk: ctrl_break().ok(),
+            close: ctrl_close().ok(),
+        }
+    }
+
+    pub async fn recv(&mut self) {
+        let Self { c, brk, close } = self;
+        tokio::select! {
+            Some(()) = async { c.as_mut()?.recv().await } => {}
+            Some(()) = async { brk.as_mut()?.recv().await } => {}
+            Some(()) = async { close.as_mut()?.recv().await } => {}
+            else => std::future::pending().await,
+        }
+    }
+}
