@@ -4,6 +4,8 @@
 //! provider by name. A reader looking for "where does X happen" should find it
 //! from the folder names alone:
 //!
+//! - [`os`]: what differs between Unix and Windows, behind one interface
+//!   (the endpoint and the PTY keep their own platform files).
 //! - [`paths`]: the per-user runtime root and the user's home for agent-comms,
 //!   both of which are contract (see DESIGN.md).
 //! - [`session`]: session names, the on-disk record of a live session, and the
@@ -25,7 +27,9 @@ pub mod cells;
 pub mod client;
 pub mod control;
 pub mod delivery;
+pub mod ids;
 pub mod keys;
+pub mod os;
 pub mod paths;
 pub mod plugin;
 pub mod pty;

@@ -7,11 +7,17 @@
 //! before use: a root that is a symlink, belongs to someone else, or is open to
 //! the group or the world could let another user impersonate or spy on a
 //! session, so it is refused rather than repaired silently.
+//!
+//! On Windows the root is `%LOCALAPPDATA%\agent-comms\run` and the
+//! endpoints are named pipes; what differs is in `os/` and `socket/`.
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+#[cfg(unix)]
+pub use crate::os::euid;
+pub use crate::os::make_owner_only;
 
 /// Environment variable that replaces the socket root (tests isolate with it).
 pub const RUNTIME_DIR_ENV: &str = "AGENT_COMMS_RUNTIME_DIR";
@@ -36,18 +42,19 @@ pub enum PathError {
     Create { path: String, source: io::Error },
 }
 
-/// The socket root in effect: `AGENT_COMMS_RUNTIME_DIR`, else `/tmp/agent-comms-<euid>`.
+/// The socket root in effect: `AGENT_COMMS_RUNTIME_DIR`, else
+/// `/tmp/agent-comms-<euid>` (Windows: `%LOCALAPPDATA%\agent-comms\run`).
 pub fn runtime_root() -> PathBuf {
     match std::env::var_os(RUNTIME_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(format!("/tmp/agent-comms-{}", euid())),
+        _ => crate::os::default_runtime_root(),
     }
 }
 
 /// The socket root, created 0700 if missing and verified to be the user's alone.
 pub fn ensure_runtime_root() -> Result<PathBuf, PathError> {
     let root = runtime_root();
-    match fs::DirBuilder::new().mode(0o700).create(&root) {
+    match crate::os::create_private_dir(&root) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(source) => {
@@ -74,23 +81,12 @@ pub fn verify_private_dir(dir: &Path) -> Result<(), PathError> {
     if !meta.is_dir() {
         return Err(PathError::NotDirectory { path });
     }
-    let me = euid();
-    if meta.uid() != me {
-        return Err(PathError::ForeignOwner {
-            path,
-            owner: meta.uid(),
-            me,
-        });
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(PathError::Permissive { path, mode });
-    }
-    Ok(())
+    crate::os::check_private_dir(path, &meta)
 }
 
 /// The per-user config and state directory: `AGENT_COMMS_HOME`, else
-/// `$XDG_CONFIG_HOME/agent-comms`, else `~/.config/agent-comms`.
+/// `$XDG_CONFIG_HOME/agent-comms`, else `~/.config/agent-comms` (Windows:
+/// `%APPDATA%\agent-comms`).
 pub fn user_home() -> PathBuf {
     if let Some(dir) = std::env::var_os(HOME_ENV).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
@@ -98,8 +94,7 @@ pub fn user_home() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("agent-comms");
     }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| "/".into());
-    PathBuf::from(home).join(".config").join("agent-comms")
+    crate::os::config_base().join("agent-comms")
 }
 
 /// Environment variable that names the project root.
@@ -123,18 +118,10 @@ pub fn project_root() -> PathBuf {
         .unwrap_or(cwd.clone())
 }
 
-/// Makes a file readable and writable by its owner only.
-pub fn make_owner_only(path: &Path) -> io::Result<()> {
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-}
-
-pub fn euid() -> u32 {
-    nix::unistd::geteuid().as_raw()
-}
-
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn refuses_permissive_and_symlinked_roots() {

@@ -11,14 +11,12 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// Longest socket path we bind. `sun_path` holds 108 bytes on Linux and 104 on
-/// the BSDs; leave room for the terminating NUL.
-const MAX_SOCKET_PATH: usize = 100;
+pub use crate::os::{pid_alive, wait_gone};
+
 /// Longest session name: the record file name must fit a 255-byte file name.
 const MAX_NAME_LEN: usize = 200;
 
@@ -128,28 +126,12 @@ pub struct SessionPaths {
 
 impl SessionPaths {
     pub fn new(root: &Path, name: &SessionName) -> Self {
-        let plain = root.join(format!("{name}.sock"));
-        let socket = if plain.as_os_str().len() <= MAX_SOCKET_PATH {
-            plain
-        } else {
-            // A long root or name would overflow sun_path: hash the name. The
-            // record (whose file name has no such limit) says which it is.
-            // If even this does not fit, the root itself is too long and
-            // binding fails with an error naming the path.
-            root.join(format!("h{:016x}.sock", fnv1a(name.as_str().as_bytes())))
-        };
         Self {
             record: root.join(format!("{name}.json")),
-            socket,
+            socket: crate::socket::endpoint_path(root, name),
             log: root.join(format!("{name}.log")),
         }
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// What the registry found for one record.
@@ -252,68 +234,7 @@ impl Registry {
 
 /// True when something accepts connections on `socket`.
 pub fn is_dialable(socket: &Path) -> bool {
-    UnixStream::connect(socket).is_ok()
-}
-
-/// True when `pid` names a process that is not a zombie. `kill(pid, 0)`
-/// succeeds on zombies, so the state in `/proc/<pid>/stat` decides.
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesised command name, which may
-            // itself contain spaces and parentheses.
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
-}
-
-/// Waits until `pid` has exited (a zombie counts), at most `timeout`; true
-/// when it is gone. Supervisors are not our children, so `waitpid` cannot
-/// see them end; a pidfd can, as an event. Kernels without pidfds get a
-/// bounded poll of `/proc`.
-pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::time::Instant;
-
-    let deadline = Instant::now() + timeout;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if raw < 0 {
-        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-            return true;
-        }
-        while pid_alive(pid) {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        return true;
-    }
-    // SAFETY: the syscall returned a descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 && std::io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        return n > 0 || !pid_alive(pid);
-    }
+    crate::socket::connect(socket).is_ok()
 }
 
 #[cfg(test)]
@@ -330,14 +251,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn long_names_get_short_socket_paths() {
-        let name = SessionName::parse(&"n".repeat(150)).unwrap();
-        let paths = SessionPaths::new(Path::new("/tmp/agent-comms-0"), &name);
-        assert!(paths.socket.as_os_str().len() <= MAX_SOCKET_PATH);
-        assert!(paths.record.ends_with(format!("{name}.json")));
-    }
-
+    #[cfg(unix)]
     #[test]
     fn zombie_and_missing_pids_are_not_alive() {
         assert!(pid_alive(std::process::id()));

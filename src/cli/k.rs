@@ -296,7 +296,7 @@ fn parse_prompt(raw: &str) -> Result<FrameMode, String> {
         if !meta.is_file() {
             return Err(format!("hook not found: {shown}"));
         }
-        if nix::unistd::access(&abs, nix::unistd::AccessFlags::X_OK).is_err() {
+        if !agent_comms_core::os::is_executable(&abs) {
             return Err(format!("hook not executable: {shown}"));
         }
         return Ok(FrameMode::Hook(abs));
@@ -554,10 +554,7 @@ fn notify(rest: &[String], out: &mut dyn Write) -> i32 {
 }
 
 fn parent_name() -> String {
-    let ppid = nix::unistd::getppid();
-    std::fs::read_to_string(format!("/proc/{ppid}/comm"))
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "?".into())
+    agent_comms_core::os::parent_name().unwrap_or_else(|| "?".into())
 }
 
 fn interrupt(session: &SessionName, out: &mut dyn Write) -> i32 {

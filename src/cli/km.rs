@@ -48,16 +48,8 @@ pub fn main() -> i32 {
         return 1;
     }
     // SIGINT/SIGTERM end the stream with exit 0.
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: installing a handler that only calls _exit is async-signal-safe.
-        unsafe { libc::signal(sig, exit_zero as *const () as libc::sighandler_t) };
-    }
+    agent_comms_core::os::exit_zero_on_termination();
     monitor(&session, cell_id.as_deref(), oneshot)
-}
-
-extern "C" fn exit_zero(_: libc::c_int) {
-    // SAFETY: _exit is async-signal-safe.
-    unsafe { libc::_exit(0) }
 }
 
 fn emit(pairs: &[(&str, Value)]) {

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_comms_core::takeover::process::processes_of;
+use agent_comms_core::takeover::process::my_processes;
 use agent_comms_core::takeover::{
     Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
 };
@@ -86,7 +86,7 @@ impl SessionDiscovery for Codex {
         };
         // Another Codex that started after this one, before the first lock,
         // may own that lock.
-        let rivals = processes_of(proc.uid).into_iter().any(|p| {
+        let rivals = my_processes().into_iter().any(|p| {
             p.pid != proc.pid
                 && p.program().as_deref() == Some("codex")
                 && p.started_ms > proc.started_ms

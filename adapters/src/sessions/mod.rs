@@ -15,7 +15,7 @@ mod opencode;
 use std::path::{Path, PathBuf};
 
 use agent_comms_core::adapter::Profile;
-use agent_comms_core::takeover::process::{processes_of, ProcessInfo};
+use agent_comms_core::takeover::process::{my_processes, ProcessInfo};
 use agent_comms_core::takeover::{Discovery, ProviderEnv, SessionDiscovery};
 
 /// The discoverer a profile names in `[session] discovery`.
@@ -47,7 +47,7 @@ fn live_on_session(
     env: &ProviderEnv,
     discover: impl Fn(&ProcessInfo, &ProviderEnv) -> Discovery,
 ) -> Vec<u32> {
-    processes_of(agent_comms_core::paths::euid())
+    my_processes()
         .into_iter()
         .filter(|p| p.program().as_deref() == Some(program))
         .filter(|p| matches!(discover(p, env), Discovery::Found(c) if c.id == id))

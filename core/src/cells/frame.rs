@@ -307,16 +307,7 @@ struct HookState {
 
 /// Bytes written to the hook's stdin that it has not read.
 fn unread(stdin: &std::process::ChildStdin) -> usize {
-    use std::os::fd::AsRawFd;
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD stores an int through the pointer; the fd is open
-    // (borrowed from `stdin`). Linux answers it on either end of a pipe.
-    let rc = unsafe { libc::ioctl(stdin.as_raw_fd(), libc::FIONREAD, &mut n) };
-    if rc == 0 {
-        n.max(0) as usize
-    } else {
-        0
-    }
+    crate::os::unread(stdin)
 }
 
 /// Starts the hook program. One thread feeds its stdin one item at a time,

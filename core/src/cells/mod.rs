@@ -23,6 +23,7 @@ use self::frame::{
 use self::output::OutputBuffer;
 use self::view::{FilteredView, FRAME_ENTERS};
 use crate::adapter::profile::{Profile, Repl};
+use crate::ids::random_hex;
 use crate::pty::PtyWriter;
 use crate::screen::strip::{AnsiStripper, Piece};
 use crate::session::SessionName;
@@ -282,7 +283,7 @@ impl CellEngine {
         writer: PtyWriter,
         notes: mpsc::UnboundedSender<EngineNote>,
     ) -> Self {
-        let _ = std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        let _ = crate::os::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
             .create(&config.files_dir);
         Self {
             files_marker: config.files_dir.display().to_string(),
@@ -981,10 +982,7 @@ impl CellEngine {
 
 fn kill_hook(cell: &mut ActiveCell) {
     if let Some(pid) = cell.hook_pid.take() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        crate::os::kill(pid);
     }
 }
 
@@ -1025,8 +1023,8 @@ pub fn is_cell_id(id: &str) -> bool {
 }
 
 fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use crate::os::OpenOptionsExt;
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -1040,23 +1038,6 @@ fn remove_file(path: &Option<PathBuf>) {
     if let Some(p) = path {
         let _ = std::fs::remove_file(p);
     }
-}
-
-/// `bytes` random bytes as lowercase hex.
-pub fn random_hex(bytes: usize) -> String {
-    use std::io::Read;
-    let mut buf = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_err()
-    {
-        // Never expected on Linux; fall back to time and pid, still unique enough per session.
-        let seed = crate::time::unix_millis() ^ u64::from(std::process::id()) << 32;
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = (seed >> ((i % 8) * 8)) as u8;
-        }
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn base64(data: &[u8]) -> String {

@@ -6,11 +6,11 @@
 //! "leave": the session keeps running, untouched, after a detach.
 
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
 
 use super::{Client, ClientError};
 use crate::socket::codec::{encode, Frame, Message};
 use crate::socket::protocol::{Event, ExitInfo, Request, Response, StreamMode};
+use crate::socket::ClientStream;
 use crate::supervisor::foreground::{terminal_size, RawModeGuard};
 
 /// Ctrl-\ — what `attach` leaves with unless told otherwise.
@@ -37,14 +37,16 @@ pub fn stream(
     mode: StreamMode,
     detach_key: u8,
 ) -> Result<StreamEnd, ClientError> {
-    let size = terminal_size(std::io::stdin().as_fd());
+    // First, so that a platform without a second handle (Windows) fails
+    // before the terminal or the session is touched.
+    let writer = client.try_clone_stream()?;
+    let size = terminal_size();
     client.send(Message::Request(Request::Attach {
         mode,
         rows: size.map(|s| s.0),
         cols: size.map(|s| s.1),
     }))?;
     let guard = RawModeGuard::enable();
-    let writer = client.try_clone_stream()?;
     // The resize watcher blocks SIGWINCH first, so that every thread
     // spawned after it inherits the mask and only its sigwait sees it.
     if mode == StreamMode::Interactive {
@@ -86,7 +88,7 @@ static DETACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 
 /// Reads the keyboard: forwards keys (interactive) until the detach key;
 /// a watcher also leaves on Ctrl-C or `q`.
-fn spawn_keyboard(mut socket: std::os::unix::net::UnixStream, mode: StreamMode, detach_key: u8) {
+fn spawn_keyboard(mut socket: ClientStream, mode: StreamMode, detach_key: u8) {
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin();
         let mut buf = [0u8; 4096];
@@ -115,25 +117,12 @@ fn spawn_keyboard(mut socket: std::os::unix::net::UnixStream, mode: StreamMode, 
 }
 
 /// Follows the terminal's size (SIGWINCH) and tells the session.
-fn spawn_resize_watch(mut socket: std::os::unix::net::UnixStream) {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGWINCH);
-    // Blocked here, before more threads exist, so only sigwait sees it.
-    if set.thread_block().is_err() {
-        return;
-    }
-    std::thread::spawn(move || {
-        while set.wait().is_ok() {
-            if let Some((rows, cols)) = terminal_size(std::io::stdin().as_fd()) {
-                let frame = encode(&Frame::new(
-                    0,
-                    Message::Request(Request::Resize { rows, cols }),
-                ));
-                if socket.write_all(&frame).is_err() {
-                    return;
-                }
-            }
-        }
+fn spawn_resize_watch(mut socket: ClientStream) {
+    crate::os::watch_resizes(move |rows, cols| {
+        let frame = encode(&Frame::new(
+            0,
+            Message::Request(Request::Resize { rows, cols }),
+        ));
+        socket.write_all(&frame).is_ok()
     });
 }

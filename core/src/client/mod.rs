@@ -1,16 +1,17 @@
 //! The blocking client that short-lived commands use to talk to a supervisor.
 //!
-//! Plain std sockets, no async runtime: a `k run` pays for one connect, one
-//! request and one reply, and nothing else, which is most of why it is fast.
+//! Plain std sockets (named pipes on Windows), no async runtime: a `k run`
+//! pays for one connect, one request and one reply, and nothing else, which
+//! is most of why it is fast.
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use crate::paths::{ensure_runtime_root, PathError};
 use crate::session::{Liveness, Registry, SessionError, SessionName, SessionRecord};
 use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
 use crate::socket::protocol::{Request, Response};
+use crate::socket::ClientStream;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -35,10 +36,13 @@ pub enum ClientError {
     Server(String),
     #[error("unexpected reply from the supervisor: {0}")]
     Unexpected(String),
+    /// What this platform cannot do yet (Windows: attach and watch).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 pub struct Client {
-    stream: UnixStream,
+    stream: ClientStream,
     decoder: FrameDecoder,
     next_id: u32,
 }
@@ -46,7 +50,7 @@ pub struct Client {
 impl Client {
     pub fn connect(socket: &Path) -> std::io::Result<Self> {
         Ok(Self {
-            stream: UnixStream::connect(socket)?,
+            stream: crate::socket::connect(socket)?,
             decoder: FrameDecoder::default(),
             next_id: 1,
         })
@@ -133,8 +137,11 @@ impl Client {
     }
 
     /// A second handle on the same connection, for a writer thread.
-    pub fn try_clone_stream(&self) -> std::io::Result<UnixStream> {
-        self.stream.try_clone()
+    pub fn try_clone_stream(&self) -> Result<ClientStream, ClientError> {
+        self.stream.try_clone().map_err(|e| match e.kind() {
+            std::io::ErrorKind::Unsupported => ClientError::Unsupported(e.to_string()),
+            _ => ClientError::Io(e),
+        })
     }
 }
 

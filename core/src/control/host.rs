@@ -5,11 +5,12 @@
 //! this id, so a message to a runtime elsewhere is marked unavailable
 //! instead of being "delivered" into nothing.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Write;
 use std::path::PathBuf;
 
 use super::ControlError;
+use crate::ids::random_hex;
+use crate::os::OpenOptionsExt;
 use crate::paths::user_home;
 
 const FILE: &str = "host-id";
@@ -29,7 +30,7 @@ pub fn host_id() -> Result<String, ControlError> {
         source,
     };
     std::fs::create_dir_all(&home).map_err(io)?;
-    let id = random_hex(16).map_err(io)?;
+    let id = random_hex(16);
     // Written beside and renamed: two first uses at once agree on one id.
     let tmp: PathBuf = home.join(format!("{FILE}.{}", std::process::id()));
     let mut file = std::fs::OpenOptions::new()
@@ -51,11 +52,4 @@ pub fn host_id() -> Result<String, ControlError> {
         .map_err(io)?
         .trim()
         .to_owned())
-}
-
-/// `bytes` random bytes from the kernel, as lowercase hex.
-pub fn random_hex(bytes: usize) -> std::io::Result<String> {
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }

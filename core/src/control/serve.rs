@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::host::random_hex;
 use super::inbox::{with_store, Inbox, SharedStore};
 use super::registration::{admit, STALE_AFTER_BEATS};
 use super::start::{plan_start, StartPlan, StartRequest, TakeoverOptions};
 use super::ControlError;
 use crate::adapter::Entry;
+use crate::ids::random_hex;
 use crate::paths::ensure_runtime_root;
 use crate::pty::SpawnSpec;
 use crate::session::{Registry, SessionKind, SessionName};
@@ -85,10 +85,7 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
     let mut record = admission.record;
     // A start on an unknown session is a new one: it is discovered below.
     record.session_id = start.session.clone();
-    let endpoint_id = random_hex(8).map_err(|e| ControlError::HostId {
-        path: "/dev/urandom".into(),
-        source: e,
-    })?;
+    let endpoint_id = random_hex(8);
     let endpoint = registry.paths(&opts.id).socket;
     let config = supervisor_config(&opts, &start);
     let adapter_name = opts.adapter.as_ref().map(|e| e.profile.name.clone());

@@ -31,7 +31,7 @@ impl CastRecorder {
         cols: u16,
         command: &str,
     ) -> std::io::Result<SharedRecorder> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use crate::os::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)

@@ -7,11 +7,20 @@
 //! must never stall the supervisor's event loop.
 
 pub mod cast;
+// Signals, process groups and polling differ: one file per platform.
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as sys;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as sys;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use portable_pty::{native_pty_system, CommandBuilder, MasterPty, PtySize};
+use portable_pty::{CommandBuilder, MasterPty, PtySize};
 use tokio::sync::mpsc;
 
 use crate::socket::protocol::ExitInfo;
@@ -20,6 +29,11 @@ use crate::socket::protocol::ExitInfo;
 pub enum PtyError {
     #[error("cannot open a pseudo-terminal: {0}")]
     Open(String),
+    /// Windows only: ConPTY is missing or refused.
+    #[error(
+        "cannot create a pseudo console: Windows 10 1809 (build 17763) or later is required ({0})"
+    )]
+    NoConsole(String),
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
     #[error("working directory {0} does not exist or is not a directory")]
@@ -62,6 +76,7 @@ pub struct PtyProcess {
     master: Box<dyn MasterPty + Send>,
     input: PtyWriter,
     pid: u32,
+    control: sys::Control,
     recorder: Option<cast::SharedRecorder>,
 }
 
@@ -93,9 +108,7 @@ impl PtyProcess {
             ),
             None => None,
         };
-        let pair = native_pty_system()
-            .openpty(size(spec.rows, spec.cols))
-            .map_err(|e| PtyError::Open(e.to_string()))?;
+        let pair = sys::open(size(spec.rows, spec.cols))?;
         let mut cmd = CommandBuilder::from_argv(spec.argv.iter().map(Into::into).collect());
         cmd.cwd(&spec.cwd);
         if std::env::var_os("TERM").is_none() {
@@ -122,13 +135,14 @@ impl PtyProcess {
         // Our copy of the slave must close, or EOF never comes.
         drop(pair.slave);
         let pid = child.process_id().unwrap_or(0);
+        let control = sys::Control::new(pid, &*child);
 
         let mut reader = pair
             .master
             .try_clone_reader()
             .map_err(|e| PtyError::Open(e.to_string()))?;
         let out = events.clone();
-        let master_fd = pair.master.as_raw_fd();
+        let waiting = sys::Waiting::new(&*pair.master);
         let output_recorder = recorder.clone();
         std::thread::Builder::new()
             .name("pty-reader".into())
@@ -141,7 +155,7 @@ impl PtyProcess {
                             if let Some(r) = &output_recorder {
                                 lock(r).output(&buf[..n]);
                             }
-                            if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, master_fd) {
+                            if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, &waiting) {
                                 return;
                             }
                         }
@@ -200,6 +214,7 @@ impl PtyProcess {
             master: pair.master,
             input: PtyWriter(input),
             pid,
+            control,
             recorder,
         })
     }
@@ -227,23 +242,22 @@ impl PtyProcess {
         self.pid
     }
 
-    /// The process group in the terminal's foreground (a job the shell runs).
+    /// The process group in the terminal's foreground (a job the shell
+    /// runs); None on Windows, which has no such thing.
     pub fn foreground_group(&self) -> Option<i32> {
-        self.master.process_group_leader()
+        self.control.foreground_group(&*self.master)
     }
 
-    /// Sends `signal` to the child's process group and to the foreground
-    /// group, so that a shell and the job it runs both get it.
-    pub fn signal_groups(&self, signal: nix::sys::signal::Signal) {
-        use nix::sys::signal::killpg;
-        use nix::unistd::Pid;
-        let leader = self.pid as i32;
-        if leader > 0 {
-            let _ = killpg(Pid::from_raw(leader), signal);
-        }
-        if let Some(fg) = self.foreground_group().filter(|&g| g > 0 && g != leader) {
-            let _ = killpg(Pid::from_raw(fg), signal);
-        }
+    /// Asks the child, and the job it runs in the foreground, to exit
+    /// (SIGHUP, SIGCONT, SIGTERM; on Windows it is killed at once).
+    pub fn ask_to_exit(&self) {
+        self.control.ask_to_exit(&*self.master);
+    }
+
+    /// Ends the child and its foreground job now (SIGKILL; TerminateProcess
+    /// on Windows).
+    pub fn kill(&self) {
+        self.control.kill(&*self.master);
     }
 }
 
@@ -264,7 +278,7 @@ fn send_coalesced(
     out: &mpsc::Sender<PtyEvent>,
     mut chunk: Vec<u8>,
     reader: &mut Box<dyn Read + Send>,
-    master_fd: Option<std::os::fd::RawFd>,
+    waiting: &sys::Waiting,
 ) -> bool {
     use tokio::sync::mpsc::error::TrySendError;
     let mut buf = vec![0u8; 64 * 1024];
@@ -274,7 +288,7 @@ fn send_coalesced(
             Err(TrySendError::Closed(_)) => return false,
             Err(TrySendError::Full(PtyEvent::Output(back))) => {
                 chunk = back;
-                if chunk.len() < MAX_COALESCED && master_fd.is_some_and(readable_now) {
+                if chunk.len() < MAX_COALESCED && waiting.now() {
                     match reader.read(&mut buf) {
                         Ok(n) if n > 0 => {
                             chunk.extend_from_slice(&buf[..n]);
@@ -288,17 +302,6 @@ fn send_coalesced(
             Err(TrySendError::Full(_)) => unreachable!("only output is sent here"),
         }
     }
-}
-
-/// Whether a read on `fd` would return at once.
-fn readable_now(fd: std::os::fd::RawFd) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, zero timeout.
-    unsafe { libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLIN != 0 }
 }
 
 fn size(rows: u16, cols: u16) -> PtySize {

@@ -1,17 +1,28 @@
-//! The endpoint socket: one Unix socket per session, the user's alone.
+//! The endpoint: one per session, the user's alone.
 //!
-//! The directory is 0700 and the socket 0600, and yet the server checks the
-//! peer's uid on every connection: permissions can be loosened by mistake, and
-//! a session accepts keystrokes, so a second lock costs nothing.
+//! On Unix it is a socket in the runtime root: the directory is 0700 and
+//! the socket 0600, and yet the server checks the peer's uid on every
+//! connection: permissions can be loosened by mistake, and a session accepts
+//! keystrokes, so a second lock costs nothing. On Windows it is a named pipe
+//! (see `windows.rs` for what guards it). Both offer one interface: bind,
+//! accept, peer check and split on the supervisor's side; a blocking
+//! connect for the short-lived commands.
 
 pub mod codec;
 pub mod protocol;
 
-use std::io;
-use std::path::{Path, PathBuf};
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub use unix::*;
 
-use crate::paths::{euid, make_owner_only};
-use crate::session::is_dialable;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::*;
+
+use std::io;
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -29,47 +40,10 @@ pub enum BindOutcome {
     ReplacedStale,
 }
 
-/// Binds `path` with mode 0600, replacing a stale socket but never a live one.
-pub fn bind(path: &Path) -> Result<(tokio::net::UnixListener, BindOutcome), SocketError> {
-    let mut outcome = BindOutcome::Fresh;
-    if path.exists() {
-        if is_dialable(path) {
-            return Err(SocketError::InUse(path.to_owned()));
-        }
-        let _ = std::fs::remove_file(path);
-        outcome = BindOutcome::ReplacedStale;
-    }
-    let std_listener =
-        std::os::unix::net::UnixListener::bind(path).map_err(|source| SocketError::Bind {
-            path: path.to_owned(),
-            source,
-        })?;
-    make_owner_only(path).map_err(|source| SocketError::Bind {
-        path: path.to_owned(),
-        source,
-    })?;
-    std_listener
-        .set_nonblocking(true)
-        .and_then(|_| tokio::net::UnixListener::from_std(std_listener))
-        .map(|l| (l, outcome))
-        .map_err(|source| SocketError::Bind {
-            path: path.to_owned(),
-            source,
-        })
-}
-
-/// `Ok(())` when the peer runs as our effective uid.
-pub fn check_peer(stream: &tokio::net::UnixStream) -> Result<(), String> {
-    let cred = stream
-        .peer_cred()
-        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
-    let me = euid();
-    if cred.uid() == me {
-        Ok(())
-    } else {
-        Err(format!(
-            "connection refused: peer uid {} is not the session owner (uid {me})",
-            cred.uid()
-        ))
-    }
+/// A short, stable digest for endpoint names that must not grow with the
+/// session name.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -9,7 +9,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use super::{
     Agent, Attempt, AttemptOutcome, AttemptResult, Evidence, Invocation, InvocationFilter,
     InvocationStatus, NewInvocation, RuntimeRecord, RuntimeStatus, Store, StoreError,
 };
+use crate::os::{DirBuilderExt, OpenOptionsExt};
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -270,7 +270,7 @@ fn query_all<T>(
 
 /// `inv_` and 12 random lowercase hex characters.
 fn new_invocation_id() -> String {
-    format!("inv_{}", crate::cells::random_hex(6))
+    format!("inv_{}", crate::ids::random_hex(6))
 }
 
 fn is_unique_violation(e: &rusqlite::Error) -> bool {

@@ -3,25 +3,23 @@
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::UnixStream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{SessionHandle, Shared};
 use crate::delivery::{DeliveryError, DeliveryOptions};
-use crate::socket::check_peer;
 use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
 use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
+use crate::socket::{check_peer, split, ReadHalf, Stream, WriteHalf};
 
-pub(super) async fn serve(stream: UnixStream, shared: Shared) {
-    let (read, write) = stream.into_split();
+pub(super) async fn serve(stream: Stream, shared: Shared) {
+    let peer = check_peer(&stream);
+    let (read, write) = split(stream);
     let mut conn = Connection {
         read,
         write,
         decoder: FrameDecoder::default(),
         shared,
     };
-    let peer = check_peer(conn.write.as_ref());
     if let Err(message) = peer {
         tracing::warn!("{message}");
         let _ = conn
@@ -33,8 +31,8 @@ pub(super) async fn serve(stream: UnixStream, shared: Shared) {
 }
 
 struct Connection {
-    read: OwnedReadHalf,
-    write: OwnedWriteHalf,
+    read: ReadHalf,
+    write: WriteHalf,
     decoder: FrameDecoder,
     shared: Shared,
 }

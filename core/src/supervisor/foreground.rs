@@ -7,57 +7,11 @@
 //! on every way out: normal exit, error, and panic (the guard's Drop).
 
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
-
-use nix::sys::termios::{self, SetArg, Termios};
 
 use super::{runtime, SessionHandle, Supervisor, SupervisorConfig, SupervisorError};
 use crate::socket::protocol::ExitInfo;
-
-/// Restores the terminal's settings when dropped.
-pub struct RawModeGuard {
-    saved: Option<Termios>,
-}
-
-impl RawModeGuard {
-    /// Raw mode on stdin when it is a terminal; a no-op guard otherwise.
-    pub fn enable() -> Self {
-        let stdin = std::io::stdin();
-        let saved = termios::tcgetattr(stdin.as_fd()).ok();
-        if let Some(orig) = &saved {
-            let mut raw = orig.clone();
-            termios::cfmakeraw(&mut raw);
-            let _ = termios::tcsetattr(stdin.as_fd(), SetArg::TCSADRAIN, &raw);
-        }
-        Self { saved }
-    }
-
-    pub fn is_terminal(&self) -> bool {
-        self.saved.is_some()
-    }
-}
-
-impl Drop for RawModeGuard {
-    fn drop(&mut self) {
-        if let Some(orig) = &self.saved {
-            let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSADRAIN, orig);
-        }
-    }
-}
-
-/// The size of the terminal on `fd`, if it is one.
-pub fn terminal_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we own.
-    let ok = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
-            libc::TIOCGWINSZ,
-            &mut ws,
-        )
-    } == 0;
-    (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
-}
+// Raw mode is termios on Unix and console modes on Windows.
+pub use crate::os::{terminal_size, RawModeGuard};
 
 /// Runs `config` in the foreground until the child exits; returns its exit.
 /// `banner` is printed once before raw mode (e.g. which runtime this is).
@@ -68,8 +22,7 @@ pub fn run_foreground(
     banner: Option<&str>,
     beside: impl FnOnce(SessionHandle),
 ) -> Result<ExitInfo, SupervisorError> {
-    let stdin = std::io::stdin();
-    if let Some((rows, cols)) = terminal_size(stdin.as_fd()) {
+    if let Some((rows, cols)) = terminal_size() {
         config.spawn.rows = rows;
         config.spawn.cols = cols;
     }
@@ -104,7 +57,10 @@ pub fn run_foreground(
                 }
             })
             .map_err(SupervisorError::Runtime)?;
+        // Windows sends no resize signal: see os::watch_resizes.
+        #[cfg(unix)]
         let resize = shared.clone();
+        #[cfg(unix)]
         tokio::spawn(async move {
             let Ok(mut winch) =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
@@ -112,7 +68,7 @@ pub fn run_foreground(
                 return;
             };
             while winch.recv().await.is_some() {
-                if let Some((rows, cols)) = terminal_size(std::io::stdin().as_fd()) {
+                if let Some((rows, cols)) = terminal_size() {
                     resize.lock().resize(rows, cols);
                 }
             }

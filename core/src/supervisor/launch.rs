@@ -9,11 +9,15 @@
 //! is reported by the command that asked for it, with nothing left behind.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::{runtime, Supervisor, SupervisorConfig};
+// The descriptor (or handle) plumbing of a detached supervisor.
+use crate::os::{
+    detach, redirect_output_to_log, redirect_stdin_to_null, reset_signals,
+    return_large_buffers_to_the_system, write_ready,
+};
 use crate::session::{SessionPaths, SessionRecord};
 
 /// The hidden first argument that makes any of our binaries a supervisor.
@@ -41,13 +45,7 @@ pub fn spawn_detached(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe; nothing else runs in pre_exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
+    detach(&mut cmd);
     let exec_err = |source| LaunchError::Exec {
         exe: exe.display().to_string(),
         source,
@@ -127,72 +125,4 @@ pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
         ));
         0
     })
-}
-
-/// A supervisor must answer SIGTERM, SIGINT and SIGHUP whatever its
-/// launcher had blocked or ignored (both survive exec): a script that
-/// blocks SIGTERM around `session new` would otherwise leave a session that
-/// nothing but SIGKILL can end.
-fn reset_signals() {
-    use nix::sys::signal::{signal, SigHandler, SigSet, Signal};
-    let _ = SigSet::empty().thread_set_mask();
-    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        // SAFETY: restoring the default disposition before any thread or
-        // handler exists.
-        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
-    }
-}
-
-/// A flood passes through buffers of up to a few MiB (merged PTY chunks, a
-/// cell's kept output and its reply). glibc raises its mmap threshold each
-/// time such a buffer is freed, after which they come from the heap and
-/// fragment it, so a long-lived supervisor's footprint creeps up with the
-/// output it has seen. A fixed threshold keeps every large buffer mapped
-/// and returned on free: the footprint stays bounded.
-fn return_large_buffers_to_the_system() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only tunes the allocator; called before any thread.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-    }
-}
-
-/// Writes the one status line to the launcher's pipe (moved to a spare
-/// descriptor when stdout went to the log) and closes it; later calls do
-/// nothing.
-fn write_ready(line: &str) {
-    let fd = READY_FD.swap(-1, std::sync::atomic::Ordering::SeqCst);
-    if fd < 0 {
-        return;
-    }
-    // SAFETY: `fd` is the launcher pipe we dup'ed and own; File closes it.
-    let mut pipe = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let _ = writeln!(pipe, "{line}");
-}
-
-static READY_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
-
-fn redirect_stdin_to_null() {
-    if let Ok(null) = std::fs::File::open("/dev/null") {
-        let _ = nix::unistd::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 0);
-    }
-}
-
-fn redirect_output_to_log(log: &Path) {
-    use std::os::fd::AsRawFd;
-    let _ = std::io::stdout().flush();
-    // Keep the launcher's pipe for the ready line.
-    if let Ok(fd) = nix::unistd::dup(1) {
-        READY_FD.store(fd, std::sync::atomic::Ordering::SeqCst);
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(log);
-    if let Ok(file) = file {
-        let _ = crate::paths::make_owner_only(log);
-        let _ = nix::unistd::dup2(file.as_raw_fd(), 1);
-        let _ = nix::unistd::dup2(file.as_raw_fd(), 2);
-    }
 }

@@ -13,6 +13,7 @@ pub mod foreground;
 mod handle;
 mod keyboard;
 pub mod launch;
+mod signals;
 mod terminal;
 
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ use crate::socket::protocol::{ExitInfo, SessionInfo};
 use crate::socket::{self, BindOutcome, SocketError};
 use crate::time::now_iso;
 pub use handle::SessionHandle;
+use signals::TerminationSignals;
 
 /// How long a child may take to exit after SIGHUP/SIGTERM before SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
@@ -211,7 +213,7 @@ impl Shared {
 /// A supervisor whose child runs and whose socket listens.
 pub struct Supervisor {
     shared: Shared,
-    listener: tokio::net::UnixListener,
+    listener: socket::Listener,
     events: mpsc::Receiver<PtyEvent>,
     notes: mpsc::UnboundedReceiver<EngineNote>,
     exit_tx: watch::Sender<Option<ExitInfo>>,
@@ -270,7 +272,7 @@ impl Supervisor {
             socket: paths.socket.clone(),
         };
         if let Err(source) = write_record(&paths, &record) {
-            pty.signal_groups(nix::sys::signal::Signal::SIGKILL);
+            pty.kill();
             let _ = std::fs::remove_file(&paths.socket);
             return Err(SupervisorError::Record {
                 path: paths.record.clone(),
@@ -407,7 +409,7 @@ impl Supervisor {
                     }
                 },
                 accepted = self.listener.accept() => {
-                    if let Ok((stream, _)) = accepted {
+                    if let Ok(stream) = accepted {
                         connections.spawn(connection::serve(stream, self.shared.clone()));
                     }
                 }
@@ -427,7 +429,7 @@ impl Supervisor {
                 }
                 _ = sleep_until(kill_deadline) => {
                     tracing::warn!("child still running after the grace period; sending SIGKILL");
-                    self.shared.lock().pty.signal_groups(nix::sys::signal::Signal::SIGKILL);
+                    self.shared.lock().pty.kill();
                     kill_deadline = None;
                 }
                 _ = sleep_until(cell_deadline) => {
@@ -493,13 +495,8 @@ impl Supervisor {
     }
 
     fn begin_termination(&self, grace: Duration, deadline: &mut Option<tokio::time::Instant>) {
-        use nix::sys::signal::Signal;
         let state = self.shared.lock();
-        // SIGHUP is what a closing terminal sends: interactive shells, which
-        // ignore SIGTERM, exit on it. SIGTERM covers everything else.
-        state.pty.signal_groups(Signal::SIGHUP);
-        state.pty.signal_groups(Signal::SIGCONT);
-        state.pty.signal_groups(Signal::SIGTERM);
+        state.pty.ask_to_exit();
         let new_deadline = tokio::time::Instant::now() + grace;
         if deadline.is_none_or(|d| new_deadline < d) {
             *deadline = Some(new_deadline);
@@ -536,42 +533,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
-    }
-}
-
-/// SIGTERM, SIGINT and SIGHUP to the supervisor all mean: end the child, then
-/// exit. (In foreground mode the terminal is raw, so a person's Ctrl-C reaches
-/// the child as a byte, not the supervisor as a signal.)
-struct TerminationSignals {
-    term: Option<tokio::signal::unix::Signal>,
-    int: Option<tokio::signal::unix::Signal>,
-    hup: Option<tokio::signal::unix::Signal>,
-}
-
-impl TerminationSignals {
-    fn new() -> Self {
-        use tokio::signal::unix::{signal, SignalKind};
-        Self {
-            term: signal(SignalKind::terminate()).ok(),
-            int: signal(SignalKind::interrupt()).ok(),
-            hup: signal(SignalKind::hangup()).ok(),
-        }
-    }
-
-    async fn recv(&mut self) {
-        async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
-            match s {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            _ = one(&mut self.term) => {}
-            _ = one(&mut self.int) => {}
-            _ = one(&mut self.hup) => {}
-        }
     }
 }
 

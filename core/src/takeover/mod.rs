@@ -23,7 +23,6 @@
 
 pub mod launch;
 pub mod process;
-#[cfg(unix)]
 pub mod terminate;
 
 use std::collections::HashMap;
@@ -40,8 +39,8 @@ pub enum TakeoverError {
     NoProcess(u32),
     #[error("process {0} is this command or one of its parents: ending it would end this command too; run the takeover from another terminal, or add --launch-terminal to open one")]
     Ancestor(u32),
-    #[error("process {pid} belongs to another user (uid {uid}); only your own sessions can be taken over")]
-    ForeignUser { pid: u32, uid: u32 },
+    #[error("process {0} belongs to another user; only your own sessions can be taken over")]
+    ForeignUser(u32),
     #[error("process {pid} runs {program}, not {provider} (the command after --); check the pid, or add --force if it really is {provider}")]
     NotProvider {
         pid: u32,
@@ -198,11 +197,8 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
         return Err(TakeoverError::Ancestor(req.pid));
     }
     let target = ProcessInfo::read(req.pid)?;
-    if target.uid != crate::paths::euid() {
-        return Err(TakeoverError::ForeignUser {
-            pid: req.pid,
-            uid: target.uid,
-        });
+    if !target.mine {
+        return Err(TakeoverError::ForeignUser(req.pid));
     }
     let env = ProviderEnv::of(&target);
     let provider = &req.profile.name;

@@ -1,9 +1,19 @@
-//! What the kernel says about a process: owner, parent, arguments, working
-//! directory, start time, environment (Linux `/proc`).
+//! What the system says about a process: parent, arguments, working
+//! directory, start time, environment, and whether it is ours.
 //!
 //! Takeover decides from these, never from a process's name alone: provider
 //! CLIs are often scripts (`node …/cli.js`, `python3 …/claude`), so the
 //! executable is an interpreter and the program is its first argument.
+//! Linux reads `/proc` (procfs.rs); Windows a Toolhelp snapshot and process
+//! handles (toolhelp.rs), which show less: no arguments beyond the
+//! executable, no working directory, no environment.
+
+#[cfg(unix)]
+#[path = "process/procfs.rs"]
+mod platform;
+#[cfg(windows)]
+#[path = "process/toolhelp.rs"]
+mod platform;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,50 +25,19 @@ use super::TakeoverError;
 pub struct ProcessInfo {
     pub pid: u32,
     pub ppid: u32,
-    pub uid: u32,
+    /// It runs as the same user as this process.
+    pub mine: bool,
     pub argv: Vec<String>,
     pub cwd: Option<PathBuf>,
-    /// When it started, Unix milliseconds (10 ms resolution).
+    /// When it started, Unix milliseconds.
     pub started_ms: u64,
-    /// The kernel's state letter (`Z` for a zombie).
-    pub state: char,
+    /// It has exited and waits to be reaped (a zombie).
+    pub exited: bool,
 }
 
 impl ProcessInfo {
     pub fn read(pid: u32) -> Result<Self, TakeoverError> {
-        let gone = || TakeoverError::NoProcess(pid);
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| gone())?;
-        // The command name is in parentheses and may hold spaces or ')'.
-        let after = &stat[stat.rfind(')').ok_or_else(gone)? + 2..];
-        let fields: Vec<&str> = after.split(' ').collect();
-        let field = |n: usize| fields.get(n - 3).copied().unwrap_or("0");
-        let state = field(3).chars().next().unwrap_or('?');
-        let ppid = field(4).parse().unwrap_or(0);
-        let start_ticks: u64 = field(22).parse().unwrap_or(0);
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|_| gone())?;
-        let uid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|u| u.parse().ok())
-            .ok_or_else(gone)?;
-        let argv = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                b.split(|c| *c == 0)
-                    .filter(|a| !a.is_empty())
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(Self {
-            pid,
-            ppid,
-            uid,
-            argv,
-            cwd: std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
-            started_ms: boot_ms() + start_ticks * 1000 / clock_ticks(),
-            state,
-        })
+        platform::read(pid).ok_or(TakeoverError::NoProcess(pid))
     }
 
     /// The program this process runs, as a basename: the script after an
@@ -72,33 +51,33 @@ impl ProcessInfo {
         Some(first)
     }
 
-    /// Every argument, for matching a provider's markers (a package path
+    /// Whether one of its first arguments holds `marker` (a package path
     /// such as `@anthropic-ai/claude-code`).
     pub fn mentions(&self, marker: &str) -> bool {
         self.argv.iter().take(3).any(|a| a.contains(marker))
     }
 
-    /// The process's environment (readable for the same user).
+    /// Its environment, as far as it can be read.
     pub fn environ(&self) -> HashMap<String, String> {
-        std::fs::read(format!("/proc/{}/environ", self.pid))
-            .map(|b| {
-                b.split(|c| *c == 0)
-                    .filter_map(|kv| {
-                        let kv = String::from_utf8_lossy(kv);
-                        let (k, v) = kv.split_once('=')?;
-                        Some((k.to_owned(), v.to_owned()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        platform::environ(self.pid)
     }
 }
 
+/// Live processes of this user (for "who holds this session").
+pub fn my_processes() -> Vec<ProcessInfo> {
+    platform::pids()
+        .into_iter()
+        .filter_map(platform::read)
+        .filter(|p| p.mine && !p.exited)
+        .collect()
+}
+
 fn basename(path: &str) -> String {
-    path.rsplit('/').next().unwrap_or(path).to_owned()
+    path.rsplit(['/', '\\']).next().unwrap_or(path).to_owned()
 }
 
 fn is_interpreter(program: &str) -> bool {
+    let program = program.strip_suffix(".exe").unwrap_or(program);
     let stem = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     matches!(stem, "node" | "nodejs" | "bun" | "deno" | "python")
 }
@@ -110,49 +89,12 @@ pub fn is_self_or_ancestor(pid: u32) -> bool {
         if current == pid {
             return true;
         }
-        match ProcessInfo::read(current) {
-            Ok(p) if p.ppid != 0 && p.ppid != current => current = p.ppid,
+        match platform::read(current) {
+            Some(p) if p.ppid != 0 && p.ppid != current => current = p.ppid,
             _ => return false,
         }
     }
     false
-}
-
-/// Live processes of `uid`, for scans such as "who holds this session".
-pub fn processes_of(uid: u32) -> Vec<ProcessInfo> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| ProcessInfo::read(pid).ok())
-        .filter(|p| p.uid == uid && p.state != 'Z')
-        .collect()
-}
-
-/// Boot time, Unix milliseconds: now on the wall clock minus the time since
-/// boot (`/proc/stat`'s `btime` is whole seconds, too coarse to tell which
-/// of two files came first after a process started).
-fn boot_ms() -> u64 {
-    let read = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec into memory we own.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-    };
-    read(libc::CLOCK_REALTIME).saturating_sub(read(libc::CLOCK_BOOTTIME))
-}
-
-fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100
-    }
 }
 
 #[cfg(test)]
@@ -162,7 +104,7 @@ mod tests {
     #[test]
     fn reads_this_process() {
         let me = ProcessInfo::read(std::process::id()).unwrap();
-        assert_eq!(me.uid, crate::paths::euid());
+        assert!(me.mine);
         assert!(!me.argv.is_empty());
         let now = crate::time::unix_millis();
         assert!(me.started_ms <= now + 1000 && me.started_ms > now - 3_600_000);
@@ -175,7 +117,7 @@ mod tests {
         let p = ProcessInfo {
             pid: 1,
             ppid: 0,
-            uid: 0,
+            mine: true,
             argv: vec![
                 "/usr/bin/node".into(),
                 "--no-warnings".into(),
@@ -183,7 +125,7 @@ mod tests {
             ],
             cwd: None,
             started_ms: 0,
-            state: 'S',
+            exited: false,
         };
         assert_eq!(p.program().as_deref(), Some("claude"));
         let plain = ProcessInfo {

@@ -5,6 +5,10 @@
 //! means exited: a zombie waiting to be reaped by its parent holds no
 //! session, so it counts as gone (a pidfd becomes readable at exit, before
 //! the reap). Nothing new starts until the old process is gone.
+//!
+//! Windows has no polite signal a console program in another console can
+//! be sent, so there the process is ended with TerminateProcess at once;
+//! the checks before it are the same.
 
 use std::time::Duration;
 
@@ -23,6 +27,18 @@ pub enum Ended {
     AlreadyGone,
     Terminated,
     Killed,
+}
+
+#[cfg(windows)]
+pub fn end_process(pid: u32, _grace: Duration) -> Result<Ended, TakeoverError> {
+    if !crate::os::pid_alive(pid) {
+        return Ok(Ended::AlreadyGone);
+    }
+    crate::os::kill(pid);
+    if wait_gone(pid, KILL_GRACE) {
+        return Ok(Ended::Killed);
+    }
+    Err(TakeoverError::WillNotDie(pid))
 }
 
 #[cfg(unix)]
@@ -56,7 +72,7 @@ pub fn end_process(pid: u32, grace: Duration) -> Result<Ended, TakeoverError> {
     Err(TakeoverError::WillNotDie(pid))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

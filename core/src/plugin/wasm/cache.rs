@@ -15,13 +15,14 @@
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
+
+use crate::os::DirBuilderExt;
 
 /// How a load got its compiled component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +83,7 @@ fn private_dir(dir: &Path) -> Result<(), String> {
         .create(dir)
         .map_err(|e| e.to_string())?;
     let meta = fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
-    let yours = meta.uid() == nix::unistd::geteuid().as_raw();
-    if meta.is_dir() && yours && meta.mode() & 0o022 == 0 {
+    if meta.is_dir() && crate::os::only_user_writes(&meta)? {
         Ok(())
     } else {
         Err("not a directory that only you can write to".into())

@@ -1,0 +1,339 @@
+//! Unix: uids and mode bits, signals, termios and `/proc`.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::termios::{self, SetArg, Termios};
+
+pub use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+use crate::paths::PathError;
+
+pub fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// `/tmp/agent-comms-<euid>` (paths.rs says why not `TMPDIR`).
+pub fn default_runtime_root() -> PathBuf {
+    PathBuf::from(format!("/tmp/agent-comms-{}", euid()))
+}
+
+/// The base of per-user configuration: `~/.config`.
+pub fn config_base() -> PathBuf {
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/".into());
+    PathBuf::from(home).join(".config")
+}
+
+/// Creates `dir` mode 0700; its parent must exist.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
+/// Refuses a directory that is not ours or that the group or others can open.
+pub fn check_private_dir(path: String, meta: &fs::Metadata) -> Result<(), PathError> {
+    let me = euid();
+    if meta.uid() != me {
+        return Err(PathError::ForeignOwner {
+            path,
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(PathError::Permissive { path, mode });
+    }
+    Ok(())
+}
+
+/// Makes a file readable and writable by its owner only.
+pub fn make_owner_only(path: &Path) -> io::Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+}
+
+/// Whether the user owns what `meta` describes and nobody else may write to it.
+pub fn only_user_writes(meta: &fs::Metadata) -> Result<bool, String> {
+    Ok(meta.uid() == euid() && meta.mode() & 0o022 == 0)
+}
+
+/// Whether the file at `path` may be executed by us.
+pub fn is_executable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+/// True when `pid` names a process that is not a zombie. `kill(pid, 0)`
+/// succeeds on zombies, so the state in `/proc/<pid>/stat` decides.
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name, which may
+            // itself contain spaces and parentheses.
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` has exited (a zombie counts), at most `timeout`; true
+/// when it is gone. Supervisors are not our children, so `waitpid` cannot
+/// see them end; a pidfd can, as an event. Kernels without pidfds get a
+/// bounded poll of `/proc`.
+pub fn wait_gone(pid: u32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if raw < 0 {
+        if io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return true;
+        }
+        while pid_alive(pid) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return true;
+    }
+    // SAFETY: the syscall returned a descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return n > 0 || !pid_alive(pid);
+    }
+}
+
+/// Ends `pid` at once (SIGKILL).
+pub fn kill(pid: u32) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
+}
+
+/// The command name of our parent process, if it can be read.
+pub fn parent_name() -> Option<String> {
+    let ppid = nix::unistd::getppid();
+    fs::read_to_string(format!("/proc/{ppid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Bytes written to a child's stdin that it has not read.
+pub fn unread(stdin: &std::process::ChildStdin) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD stores an int through the pointer; the fd is open
+    // (borrowed from `stdin`). Linux answers it on either end of a pipe.
+    let rc = unsafe { libc::ioctl(stdin.as_raw_fd(), libc::FIONREAD, &mut n) };
+    if rc == 0 {
+        n.max(0) as usize
+    } else {
+        0
+    }
+}
+
+/// Restores the terminal's settings when dropped.
+pub struct RawModeGuard {
+    saved: Option<Termios>,
+}
+
+impl RawModeGuard {
+    /// Raw mode on stdin when it is a terminal; a no-op guard otherwise.
+    pub fn enable() -> Self {
+        let stdin = std::io::stdin();
+        let saved = termios::tcgetattr(stdin.as_fd()).ok();
+        if let Some(orig) = &saved {
+            let mut raw = orig.clone();
+            termios::cfmakeraw(&mut raw);
+            let _ = termios::tcsetattr(stdin.as_fd(), SetArg::TCSADRAIN, &raw);
+        }
+        Self { saved }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.saved.is_some()
+    }
+}
+
+impl Drop for RawModeGuard {
+    fn drop(&mut self) {
+        if let Some(orig) = &self.saved {
+            let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSADRAIN, orig);
+        }
+    }
+}
+
+/// The size of the terminal on stdin, if it is one.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we own.
+    let ok = unsafe {
+        libc::ioctl(
+            std::io::stdin().as_fd().as_raw_fd(),
+            libc::TIOCGWINSZ,
+            &mut ws,
+        )
+    } == 0;
+    (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// Calls `resized` with the terminal's size after each change (SIGWINCH),
+/// on a thread of its own, until it returns false. Call it before spawning
+/// other threads: the signal is blocked here, so that every thread spawned
+/// after inherits the mask and only this one's sigwait sees it.
+pub fn watch_resizes(mut resized: impl FnMut(u16, u16) -> bool + Send + 'static) {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGWINCH);
+    if set.thread_block().is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        while set.wait().is_ok() {
+            if let Some((rows, cols)) = terminal_size() {
+                if !resized(rows, cols) {
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// While alive, Ctrl-C (SIGINT) runs the callback given to [`on_interrupt`]
+/// instead of ending the process.
+pub struct InterruptGuard {
+    set: SigSet,
+}
+
+/// SIGINT is blocked in this thread (and the threads it spawns later) and
+/// one thread takes it with sigwait, once, and calls `interrupted`.
+pub fn on_interrupt(interrupted: impl FnOnce() + Send + 'static) -> Option<InterruptGuard> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.thread_block().ok()?;
+    std::thread::spawn(move || {
+        if set.wait().is_ok() {
+            interrupted();
+        }
+    });
+    Some(InterruptGuard { set })
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        let _ = self.set.thread_unblock();
+    }
+}
+
+/// From now on SIGINT and SIGTERM end the process with exit code 0.
+pub fn exit_zero_on_termination() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installing a handler that only calls _exit is async-signal-safe.
+        unsafe { libc::signal(sig, exit_zero as *const () as libc::sighandler_t) };
+    }
+}
+
+extern "C" fn exit_zero(_: libc::c_int) {
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(0) }
+}
+
+/// Makes `cmd` start a new session: no controlling terminal, and the
+/// launcher's terminal signals never reach it.
+pub fn detach(cmd: &mut Command) {
+    // SAFETY: setsid is async-signal-safe; nothing else runs in pre_exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            Ok(())
+        });
+    }
+}
+
+/// A supervisor must answer SIGTERM, SIGINT and SIGHUP whatever its
+/// launcher had blocked or ignored (both survive exec): a script that
+/// blocks SIGTERM around `session new` would otherwise leave a session that
+/// nothing but SIGKILL can end.
+pub fn reset_signals() {
+    use nix::sys::signal::{signal, SigHandler};
+    let _ = SigSet::empty().thread_set_mask();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: restoring the default disposition before any thread or
+        // handler exists.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+    }
+}
+
+/// A flood passes through buffers of up to a few MiB (merged PTY chunks, a
+/// cell's kept output and its reply). glibc raises its mmap threshold each
+/// time such a buffer is freed, after which they come from the heap and
+/// fragment it, so a long-lived supervisor's footprint creeps up with the
+/// output it has seen. A fixed threshold keeps every large buffer mapped
+/// and returned on free: the footprint stays bounded.
+pub fn return_large_buffers_to_the_system() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only tunes the allocator; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
+/// Writes the one status line to the launcher's pipe (moved to a spare
+/// descriptor when stdout went to the log) and closes it; later calls do
+/// nothing.
+pub fn write_ready(line: &str) {
+    let fd = READY_FD.swap(-1, std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: `fd` is the launcher pipe we dup'ed and own; File closes it.
+    let mut pipe = unsafe { fs::File::from_raw_fd(fd) };
+    let _ = writeln!(pipe, "{line}");
+}
+
+static READY_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+pub fn redirect_stdin_to_null() {
+    if let Ok(null) = fs::File::open("/dev/null") {
+        let _ = nix::unistd::dup2(null.as_raw_fd(), 0);
+    }
+}
+
+/// Points stdout and stderr at `log`, keeping the launcher's pipe for
+/// [`write_ready`].
+pub fn redirect_output_to_log(log: &Path) {
+    let _ = std::io::stdout().flush();
+    // Keep the launcher's pipe for the ready line.
+    if let Ok(fd) = nix::unistd::dup(1) {
+        READY_FD.store(fd, std::sync::atomic::Ordering::SeqCst);
+    }
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(log);
+    if let Ok(file) = file {
+        let _ = make_owner_only(log);
+        let _ = nix::unistd::dup2(file.as_raw_fd(), 1);
+        let _ = nix::unistd::dup2(file.as_raw_fd(), 2);
+    }
+}
