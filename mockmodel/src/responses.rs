@@ -1,0 +1,181 @@
+//! OpenAI Responses API (Codex): `POST /v1/responses`.
+//!
+//! A streamed reply is `response.created`, `response.in_progress`,
+//! `response.output_item.added` (a message), `response.content_part.added`,
+//! `response.output_text.delta` per piece, `response.output_text.done`,
+//! `response.content_part.done`, `response.output_item.done` and
+//! `response.completed` with usage; Codex treats a stream that ends without
+//! `response.completed` as failed and retries it. A session-title request
+//! asks for JSON through `text.format`.
+
+use serde_json::{json, Value};
+
+use crate::sse::{Event, EventSource, Reply};
+
+/// Text of the last user message that has any (`input` may also be a
+/// plain string).
+pub fn prompt(body: &Value) -> Option<String> {
+    let input = body.get("input")?;
+    if let Some(s) = input.as_str() {
+        return Some(s.to_string());
+    }
+    input
+        .as_array()?
+        .iter()
+        .rev()
+        .filter(|i| i.get("type").and_then(Value::as_str).unwrap_or("message") == "message")
+        .filter(|i| i.get("role").and_then(Value::as_str) == Some("user"))
+        .find_map(|i| crate::content_text(i.get("content")?, &["input_text", "text"]))
+}
+
+/// The JSON schema the reply must fit, for a structured-output request.
+pub fn schema(body: &Value) -> Option<Value> {
+    let format = body.pointer("/text/format")?;
+    match format.get("type").and_then(Value::as_str) {
+        Some("json_schema") => Some(format.get("schema").cloned().unwrap_or(json!({}))),
+        Some("json_object") => Some(json!({"type": "object"})),
+        _ => None,
+    }
+}
+
+fn item_id(r: &Reply) -> String {
+    format!("msg_{}", r.id)
+}
+
+fn output_item(r: &Reply, status: &str, text: Option<&str>) -> Value {
+    let content = match text {
+        Some(t) => json!([{"type": "output_text", "text": t, "annotations": []}]),
+        None => json!([]),
+    };
+    json!({"id": item_id(r), "type": "message", "status": status,
+        "role": "assistant", "content": content})
+}
+
+fn response(r: &Reply, status: &str, done: bool) -> Value {
+    let (output, usage) = if done {
+        let out = r.output_tokens();
+        (
+            json!([output_item(r, "completed", Some(&r.text))]),
+            json!({"input_tokens": r.input_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": out,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": r.input_tokens + out}),
+        )
+    } else {
+        (json!([]), Value::Null)
+    };
+    json!({"id": r.id, "object": "response", "created_at": r.created,
+        "status": status, "error": null, "incomplete_details": null,
+        "model": r.model, "output": output, "usage": usage})
+}
+
+/// The whole response, for a request without `"stream": true`.
+pub fn complete(reply: &Reply) -> Value {
+    response(reply, "completed", true)
+}
+
+/// The streamed events of a reply.
+pub struct Stream {
+    reply: Reply,
+    seq: u64,
+}
+
+impl Stream {
+    pub fn new(reply: Reply) -> Stream {
+        Stream { reply, seq: 0 }
+    }
+
+    fn event(&mut self, kind: &str, mut data: Value) -> Event {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.seq);
+        self.seq += 1;
+        Event::named(kind, &data)
+    }
+
+    fn part(&mut self, kind: &str, extra: Value) -> Event {
+        let mut data = json!({"item_id": item_id(&self.reply), "output_index": 0,
+            "content_index": 0});
+        if let (Value::Object(d), Value::Object(e)) = (&mut data, extra) {
+            d.extend(e);
+        }
+        self.event(kind, data)
+    }
+}
+
+impl EventSource for Stream {
+    fn preamble(&mut self) -> Vec<Event> {
+        let r = response(&self.reply, "in_progress", false);
+        vec![
+            self.event("response.created", json!({"response": r})),
+            self.event("response.in_progress", json!({"response": r})),
+        ]
+    }
+
+    fn first(&mut self) -> Vec<Event> {
+        let item = output_item(&self.reply, "in_progress", None);
+        vec![
+            self.event(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": item}),
+            ),
+            self.part(
+                "response.content_part.added",
+                json!({"part": {"type": "output_text", "text": "", "annotations": []}}),
+            ),
+        ]
+    }
+
+    fn delta(&mut self, text: &str) -> Vec<Event> {
+        vec![self.part(
+            "response.output_text.delta",
+            json!({"delta": text, "logprobs": []}),
+        )]
+    }
+
+    fn finish(&mut self) -> Vec<Event> {
+        let text = self.reply.text.clone();
+        let item = output_item(&self.reply, "completed", Some(&text));
+        let done = response(&self.reply, "completed", true);
+        vec![
+            self.part(
+                "response.output_text.done",
+                json!({"text": text, "logprobs": []}),
+            ),
+            self.part(
+                "response.content_part.done",
+                json!({"part": {"type": "output_text", "text": text, "annotations": []}}),
+            ),
+            self.event(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": item}),
+            ),
+            self.event("response.completed", json!({"response": done})),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_user_message() {
+        let body = json!({"input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "dev"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context/>"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "say hello"}]},
+            {"type": "reasoning", "summary": []},
+        ]});
+        assert_eq!(prompt(&body).as_deref(), Some("say hello"));
+        assert_eq!(prompt(&json!({"input": "hi"})).as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn structured() {
+        let s = json!({"type": "object", "required": ["title"]});
+        let body = json!({"text": {"format": {"type": "json_schema", "name": "t", "schema": s}}});
+        assert_eq!(schema(&body), Some(s));
+        assert_eq!(schema(&json!({"text": {"format": {"type": "text"}}})), None);
+    }
+}
