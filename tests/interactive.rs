@@ -801,3 +801,38 @@ fn doctor_reports_ambiguous_runtimes_and_invalid_profiles() {
         "{text}"
     );
 }
+
+/// doctor compares an installed CLI's version with the versions its
+/// adapter was checked against.
+#[test]
+fn doctor_warns_about_a_provider_version_its_adapter_was_not_checked_against() {
+    let env = TestEnv::new();
+    let bin = env.base().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for (name, says) in [
+        ("claude", "9.0.1 (Claude Code)"),
+        ("codex", "codex-cli 0.171.0"),
+    ] {
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let mut cmd = env.command(&["doctor", "--json"]);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+    let run = common::run_bounded(cmd, "doctor");
+    let findings = json(&run);
+    let versions: Vec<&Value> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "PROVIDER_VERSION")
+        .collect();
+    assert_eq!(versions.len(), 1, "{findings}");
+    assert_eq!(versions[0]["subject"], "adapter claude-code");
+    assert!(versions[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("is 9.0.1"));
+    assert_eq!(run.status.code(), Some(0), "a warning is not an error");
+}

@@ -1,6 +1,6 @@
 //! `agent-comms doctor`: findings with codes and exact repairs.
 
-use agent_comms_core::control::doctor::{examine, Severity};
+use agent_comms_core::control::doctor::{examine, version_findings, Severity};
 use agent_comms_core::control::{host::host_id, open_store};
 use agent_comms_core::time::unix_millis;
 
@@ -12,7 +12,8 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
         .iter()
         .map(|d| d.to_string())
         .collect();
-    let findings = examine(&store, &host_id()?, unix_millis(), &problems)?;
+    let mut findings = examine(&store, &host_id()?, unix_millis(), &problems)?;
+    findings.extend(version_findings(registry.entries()));
     if json {
         println!("{}", serde_json::to_string(&findings)?);
     } else if findings.is_empty() {

@@ -1,4 +1,6 @@
-//! Which program a shell command line runs.
+//! Which program a shell command line runs, and where it is.
+
+use std::path::{Path, PathBuf};
 
 /// The program a command line runs, as a basename: `env VAR=1 python3 -i`
 /// runs `python3`. Flags of `env` and variable assignments are skipped.
@@ -59,6 +61,18 @@ fn is_assignment(word: &str) -> bool {
 
 fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
+}
+
+/// The first executable named `name` in a `PATH` directory.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    path.is_file() && crate::os::is_executable(path)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod input_line;
 pub mod monitor;
 pub mod profile;
 pub mod registry;
+pub mod version;
 
 use serde::{Deserialize, Serialize};
 

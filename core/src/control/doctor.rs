@@ -7,6 +7,9 @@ use serde::Serialize;
 
 use super::registration::{effective_status, heartbeat_stale, repair_command, INTERACTIVE};
 use super::ControlError;
+use crate::adapter::command::on_path;
+use crate::adapter::profile::Kind;
+use crate::adapter::{version, Entry};
 use crate::session::is_dialable;
 use crate::store::{RuntimeStatus, Store};
 use crate::time::iso_from_unix_millis;
@@ -149,4 +152,40 @@ pub fn examine(
         });
     }
     Ok(findings)
+}
+
+/// Agent adapters whose CLI is installed at a version outside the one(s)
+/// they were checked against: their detection may misread its screens.
+pub fn version_findings(entries: &[Entry]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for entry in entries.iter().filter(|e| e.profile.kind == Kind::Agent) {
+        let Some(checked) = entry.profile.checked.as_deref() else {
+            continue;
+        };
+        let Some(program) = entry.profile.commands.iter().find(|c| !c.ends_with('*')) else {
+            continue;
+        };
+        let Some(path) = on_path(program) else {
+            continue;
+        };
+        let Some(installed) = version::installed(&path) else {
+            continue;
+        };
+        if version::within(&installed, checked) == Some(false) {
+            findings.push(Finding {
+                code: "PROVIDER_VERSION",
+                severity: Severity::Warning,
+                subject: format!("adapter {}", entry.profile.name),
+                message: format!(
+                    "{} is {installed}; the adapter was checked against {checked}, so busy and idle may be misread",
+                    path.display()
+                ),
+                repair: Some(format!(
+                    "install a checked version, or check the adapter with this one: agent-comms adapters check {}",
+                    entry.profile.name
+                )),
+            });
+        }
+    }
+    findings
 }

@@ -6,10 +6,10 @@
 //! person's choice when they made one (`AGENT_COMMS_TERMINAL`, then
 //! `TERMINAL`), else the first emulator found on `PATH`.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::TakeoverError;
+use crate::adapter::command::on_path;
 
 /// Names a terminal-command prefix, e.g. `kitty` or `xterm -e`.
 pub const TERMINAL_ENV: &str = "AGENT_COMMS_TERMINAL";
@@ -80,25 +80,4 @@ pub fn launch(argv: &[String]) -> Result<Vec<String>, TakeoverError> {
         .spawn()
         .map_err(|e| TakeoverError::Launch(format!("cannot start {}: {e}", cmd[0])))?;
     Ok(cmd)
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|dir| Path::new(dir).join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        path.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        path.is_file()
-    }
 }
