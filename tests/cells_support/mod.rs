@@ -232,8 +232,21 @@ impl Env {
         assert_eq!(
             line,
             done_line(id, output, exit_code),
-            "k run -j {session} {code:?}"
+            "k run -j {session} {code:?}; the session's screen:\n{}",
+            self.screen(session)
         );
+    }
+
+    /// The session's screen as text, for failure messages.
+    pub fn screen(&self, session: &str) -> String {
+        let mut cmd = self.command(
+            env!("CARGO_BIN_EXE_agent-comms"),
+            &["session", "snapshot", session],
+        );
+        cmd.stdin(std::process::Stdio::null());
+        cmd.output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_else(|e| format!("(no snapshot: {e})"))
     }
 
     /// True when `pid` is alive and runs with this test's runtime directory
