@@ -836,3 +836,39 @@ fn doctor_warns_about_a_provider_version_its_adapter_was_not_checked_against() {
         .contains("is 9.0.1"));
     assert_eq!(run.status.code(), Some(0), "a warning is not an error");
 }
+
+/// `--record` on a runtime: the cast holds what the provider drew and what
+/// was typed into it, deliveries included, as asciinema reads it.
+#[test]
+fn a_recorded_runtime_holds_its_output_and_the_deliveries() {
+    let env = TestEnv::new();
+    let cast = env.base().join("bob.cast");
+    let cast_arg = cast.display().to_string();
+    let mut served = Served::start(&env, "bob", "claude", &[], &["--record", &cast_arg]);
+    deliver(&env, "bob", "recorded delivery");
+    served.term.write(b"\x04");
+    assert!(served.term.wait_exit().success());
+    let text = std::fs::read_to_string(&cast).unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    assert_eq!(lines.next().unwrap()["version"], 2);
+    let events: Vec<Value> = lines.collect();
+    let typed: String = events
+        .iter()
+        .filter(|e| e[1] == "i")
+        .map(|e| e[2].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        typed.contains("\u{1b}[200~recorded delivery\u{1b}[201~\r"),
+        "{typed:?}"
+    );
+    let shown: String = events
+        .iter()
+        .filter(|e| e[1] == "o")
+        .map(|e| e[2].as_str().unwrap().to_owned())
+        .collect();
+    assert!(shown.contains("recorded delivery"));
+    let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "times go forward");
+}
