@@ -29,7 +29,8 @@ fn events(log: &Path, kind: &str) -> Vec<Value> {
 
 /// A provider started the ordinary way, in its own terminal and directory.
 struct Ordinary {
-    _term: Term,
+    term: Term,
+    log: PathBuf,
     pid: u32,
     session: String,
     cwd: PathBuf,
@@ -56,8 +57,22 @@ impl Ordinary {
             pid: start["pid"].as_u64().unwrap() as u32,
             session: start["session"].as_str().unwrap().to_owned(),
             cwd: cwd.canonicalize().unwrap(),
-            _term: term,
+            term,
+            log,
         }
+    }
+
+    /// One turn, as a person has before there is a conversation to keep
+    /// (opencode names a session in its log only with its first prompt).
+    fn converse(&mut self) {
+        // Pasted, then Enter on its own, as the fakes (like the real CLIs)
+        // need: an Enter in the same burst as typed text does not submit.
+        self.term.write(b"\x1b[200~hello there\x1b[201~");
+        self.term.wait_for("hello there");
+        self.term.write(b"\r");
+        wait_until("the ordinary turn", || {
+            !events(&self.log, "submit").is_empty()
+        });
     }
 }
 
@@ -121,7 +136,8 @@ fn runtime(env: &TestEnv, id: &str) -> Value {
 /// runs, with the pinned resume, in the old directory, on the same session.
 fn takes_over(provider: &str, ordinary_args: &str, cmd: &[&str], pinned: &[&str]) {
     let env = TestEnv::new();
-    let old = Ordinary::start(&env, provider, "work", ordinary_args, &[]);
+    let mut old = Ordinary::start(&env, provider, "work", ordinary_args, &[]);
+    old.converse();
     let pid = old.pid.to_string();
     let serve = Serve::spawn(&env, "bob", provider, &["--takeover-pid", &pid], cmd);
     let start = serve.start_event();

@@ -708,34 +708,33 @@ class CodexSessions(Sessions):
     # close(): nothing; the lock stays (see the class docstring).
 
 
-OPENCODE_LOG_LINE = re.compile(r"^[A-Z]+\s+(\S+)\s+\+\d+ms\s.*\bsession\.id=(\S+)")
+OPENCODE_LOG_LINE = re.compile(r"^timestamp=(\S+)\s.*\bsession\.id=(\S+)")
 
 
 class OpenCodeSessions(Sessions):
     """opencode 1.18.33's log.
 
-    Reproduces: the data directory is ``$XDG_DATA_HOME/opencode``, by default
-    ``$HOME/.local/share/opencode``; each run logs to
-    ``<data>/log/<YYYY-MM-DDTHHMMSS>.log``, named after its start time (UTC),
-    in lines ``LEVEL  <ISO time> +<ms since the previous line>ms
-    service=<name> key=value... message``.  The fake writes only these
-    lines, each with a random tag ``run=<8 hex>`` for the run:
+    Reproduces (as seen from the real 1.18.33 in tests/real_providers.rs):
+    the data directory is ``$XDG_DATA_HOME/opencode``, by default
+    ``$HOME/.local/share/opencode``; every run appends to
+    ``<data>/log/opencode.log`` lines ``timestamp=<ISO> level=INFO
+    run=<8 hex> message=<what> key=value...``, the run tag random per
+    process. A session shows up as ``session.id=ses_…`` on the lines of its
+    prompts. The fake writes:
 
-        INFO  <iso> +0ms service=default run=<tag> pid=<pid> opencode starting
-        INFO  <iso> +Nms service=session run=<tag> session.id=<id> created   (or resumed)
-        INFO  <iso> +Nms service=session run=<tag> session.id=<id> prompt    (each message)
+        timestamp=<iso> level=INFO run=<tag> message="creating instance" directory=<cwd>
+        timestamp=<iso> level=INFO run=<tag> message=loop session.id=<id> step=0   (each message)
 
-    ``pid=`` is the fake's addition, to make its log self-describing; the
-    real log has no pid, so the host must not rely on it: it matches a run
-    to a process by start time.  Two runs started in the same second share
-    one file (opened for appending); their ``run=`` tags tell them apart."""
+    (The fake also logs ``message=resumed session.id=<id>`` when started on a
+    session, so that ``--continue`` finds it before any new prompt; the real
+    program keeps that in its database.) The host matches a run to a process
+    by start time: the log has no pid."""
 
     def __init__(self, argv: list[str], env: dict, cwd: str):
         data = env.get("XDG_DATA_HOME") or os.path.join(home_dir(env), ".local", "share")
         self.log_dir = os.path.join(data, "opencode", "log")
         self.run_tag = secrets.token_hex(4)
         self.fd: int | None = None
-        self.last_t = 0.0
         opts = scan_args(argv[1:], flags={"--continue", "-c"}, valued={"--session", "-s"})
         session = opts.get("--session", opts.get("-s"))
         if session is not None:
@@ -767,25 +766,23 @@ class OpenCodeSessions(Sessions):
                 continue
         return best[1] if best else None
 
-    def _line(self, t: float, service: str, text: str) -> None:
-        delta = 0 if self.last_t == 0.0 else max(0, int((t - self.last_t) * 1000))
-        self.last_t = t
-        line = f"INFO  {utc_iso(t)} +{delta}ms service={service} run={self.run_tag} {text}\n"
+    def _line(self, t: float, text: str) -> None:
+        line = f"timestamp={utc_iso(t)} level=INFO run={self.run_tag} {text}\n"
         os.write(self.fd, line.encode())
 
     def open(self) -> None:
         started = time.time()
         os.makedirs(self.log_dir, exist_ok=True)
-        name = time.strftime("%Y-%m-%dT%H%M%S", time.gmtime(started)) + ".log"
+        name = "opencode.log"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         self.fd = os.open(os.path.join(self.log_dir, name), flags, 0o644)
-        self._line(started, "default", f"pid={self.pid} opencode starting")
-        verb = "resumed" if self.resumed else "created"
-        self._line(time.time(), "session", f"session.id={self.session_id} {verb}")
+        self._line(started, f'message="creating instance" directory={os.getcwd()}')
+        if self.resumed:
+            self._line(time.time(), f"message=resumed session.id={self.session_id}")
 
     def submitted(self, text: str) -> None:
         if self.fd is not None:
-            self._line(time.time(), "session", f"session.id={self.session_id} prompt")
+            self._line(time.time(), f"message=loop session.id={self.session_id} step=0")
 
     def close(self) -> None:
         if self.fd is not None:

@@ -8,12 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_comms_core::takeover::process::my_processes;
 use agent_comms_core::takeover::{
     Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
 };
 
-use super::{dir_from, files_ending, live_on_session, modified_ms};
+use super::{dir_from, files_ending, live_on_session, modified_ms, rival_started};
 
 pub struct Codex;
 
@@ -60,12 +59,14 @@ impl SessionDiscovery for Codex {
         let home = home(env);
         let locks_dir = home.join("thread-writer-locks");
         let since = proc.started_ms.saturating_sub(CLOCK_SLACK_MS);
+        // `.coordination.lock` (0.171) sits beside the thread locks and is
+        // written in the same millisecond: dot-files are not threads.
         let mut locks: Vec<(u64, String)> = files_ending(&locks_dir, ".lock")
             .iter()
             .filter_map(|p| {
                 let at = modified_ms(p)?;
                 let id = p.file_stem()?.to_str()?.to_owned();
-                (at >= since).then_some((at, id))
+                (at >= since && !id.starts_with('.')).then_some((at, id))
             })
             .collect();
         locks.sort();
@@ -84,14 +85,9 @@ impl SessionDiscovery for Codex {
             ),
             id: id.clone(),
         };
-        // Another Codex that started after this one, before the first lock,
-        // may own that lock.
-        let rivals = my_processes().into_iter().any(|p| {
-            p.pid != proc.pid
-                && p.program().as_deref() == Some("codex")
-                && p.started_ms > proc.started_ms
-                && p.started_ms <= first_at
-        });
+        // Another Codex TUI that started after this one, before the first
+        // lock, may own that lock.
+        let rivals = rival_started(proc, "codex", first_at);
         if rivals {
             Discovery::Ambiguous(locks.iter().map(candidate).collect())
         } else {

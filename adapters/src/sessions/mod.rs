@@ -55,6 +55,37 @@ fn live_on_session(
         .collect()
 }
 
+/// Whether another process of `program` — not one of `proc`'s own
+/// children (a `node` wrapper's native binary) nor a daemon it spawned —
+/// started after `proc` and no later than `until_ms`: it, too, may have
+/// written what was found since `proc` started.
+fn rival_started(proc: &ProcessInfo, program: &str, until_ms: u64) -> bool {
+    let all = my_processes();
+    all.iter().any(|p| {
+        p.pid != proc.pid
+            && p.program().as_deref() == Some(program)
+            && !p.argv.iter().any(|a| a == "app-server")
+            && !descends_from(p, proc.pid, &all)
+            && p.started_ms > proc.started_ms
+            && p.started_ms <= until_ms
+    })
+}
+
+/// Whether `p` is a child, grandchild … of `ancestor`.
+fn descends_from(p: &ProcessInfo, ancestor: u32, all: &[ProcessInfo]) -> bool {
+    let mut parent = p.ppid;
+    for _ in 0..64 {
+        if parent == ancestor {
+            return true;
+        }
+        match all.iter().find(|q| q.pid == parent) {
+            Some(q) if q.ppid != parent => parent = q.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// The files in `dir` (not recursive) ending in `suffix`.
 fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     std::fs::read_dir(dir)

@@ -1,9 +1,11 @@
 //! opencode: one process holding its database, with no per-session file
-//! and no pid marker. Its log (`~/.local/share/opencode/log/`) tags every
-//! line with a per-process `run=<hex>` and records `session.id=ses_…` as
-//! sessions are created and used; the run whose first line comes right
-//! after the process started is that process's, and the last session it
-//! names is the one on screen.
+//! and no pid marker. Its log (`~/.local/share/opencode/log/opencode.log`
+//! in 1.18: `timestamp=… level=INFO run=<hex> message=… session.id=ses_…`)
+//! tags every line with a per-process run and names sessions as they are
+//! used; the run whose first line comes right after the process started is
+//! that process's, and the last session it names is the one on screen. A
+//! session appears in the log with its first prompt: before one, there is
+//! no conversation to keep.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,12 +15,10 @@ use agent_comms_core::takeover::{
 };
 use agent_comms_core::time::unix_millis_from_iso;
 
-use super::{files_ending, live_on_session};
+use super::{files_ending, live_on_session, rival_started};
 
 pub struct OpenCode;
 
-/// A run's first log line comes within this long after its process started.
-const START_WINDOW_MS: u64 = 10_000;
 /// /proc's start time is rounded to 10 ms ticks.
 const CLOCK_SLACK_MS: u64 = 50;
 
@@ -45,19 +45,19 @@ fn runs(env: &ProviderEnv) -> BTreeMap<String, Run> {
             continue;
         };
         for line in text.lines() {
-            let mut words = line.split_whitespace();
-            let Some(at) = words.nth(1).and_then(unix_millis_from_iso) else {
-                continue;
-            };
-            let (mut tag, mut session) = (None, None);
-            for word in words {
-                if let Some(t) = word.strip_prefix("run=") {
+            let (mut at, mut tag, mut session) = (None, None, None);
+            for word in line.split_whitespace() {
+                if let Some(t) = word.strip_prefix("timestamp=") {
+                    at = unix_millis_from_iso(t);
+                } else if let Some(t) = word.strip_prefix("run=") {
                     tag = Some(t);
                 } else if let Some(s) = word.strip_prefix("session.id=") {
                     session = Some(s);
                 }
             }
-            let Some(tag) = tag else { continue };
+            let (Some(at), Some(tag)) = (at, tag) else {
+                continue;
+            };
             let run = runs.entry(tag.to_owned()).or_insert_with(|| Run {
                 first_ms: at,
                 ..Run::default()
@@ -79,33 +79,39 @@ impl SessionDiscovery for OpenCode {
 
     fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
         let from = proc.started_ms.saturating_sub(CLOCK_SLACK_MS);
-        let mine: Vec<(String, Run)> = runs(env)
+        let mut after: Vec<(String, Run)> = runs(env)
             .into_iter()
-            .filter(|(_, r)| r.first_ms >= from && r.first_ms <= from + START_WINDOW_MS)
+            .filter(|(_, r)| r.first_ms >= from)
             .collect();
+        after.sort_by_key(|(_, r)| r.first_ms);
         let cwd = proc.cwd.as_ref().map(|d| d.display().to_string());
         let candidate = |tag: &str, id: &str| SessionCandidate {
             id: id.to_owned(),
             cwd: cwd.clone(),
             detail: format!("log run {tag}"),
         };
-        match mine.as_slice() {
-            [] => Discovery::Nothing(format!(
-                "no run in {} began right after process {} started",
+        let Some((tag, run)) = after.first() else {
+            return Discovery::Nothing(format!(
+                "no run in {} began after process {} started",
                 log_dir(env).display(),
                 proc.pid
-            )),
-            [(tag, run)] => match run.sessions.last() {
-                Some(id) => Discovery::Found(candidate(tag, id)),
-                None => Discovery::Nothing(format!("log run {tag} names no session yet")),
-            },
-            // Two processes started together: their runs cannot be told apart.
-            several => Discovery::Ambiguous(
-                several
+            ));
+        };
+        // The first run after the start is this process's — unless another
+        // opencode started in between (it starts slowly: seconds).
+        if rival_started(proc, "opencode", run.first_ms) {
+            return Discovery::Ambiguous(
+                after
                     .iter()
                     .filter_map(|(tag, r)| Some(candidate(tag, r.sessions.last()?)))
                     .collect(),
-            ),
+            );
+        }
+        match run.sessions.last() {
+            Some(id) => Discovery::Found(candidate(tag, id)),
+            None => Discovery::Nothing(format!(
+                "log run {tag} names no session yet (opencode names one with its first prompt)"
+            )),
         }
     }
 

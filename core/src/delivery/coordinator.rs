@@ -275,9 +275,13 @@ impl Drop for KeyboardHold<'_> {
     }
 }
 
-/// Text compared without whitespace: TUIs wrap, indent and pad lines.
+/// Text compared without whitespace and box-drawing characters: TUIs wrap,
+/// indent and pad lines, and draw a border at the start of every row of an
+/// input box (opencode's `┃`), also inside wrapped text.
 fn normalize(text: &str) -> String {
-    text.chars().filter(|c| !c.is_whitespace()).collect()
+    text.chars()
+        .filter(|c| !c.is_whitespace() && !('\u{2500}'..='\u{257F}').contains(c))
+        .collect()
 }
 
 fn occurrences(screen: &str, text: &str) -> usize {
@@ -311,5 +315,19 @@ fn submitted(o: &Observation, text: &str) -> bool {
         Some(line) => !normalize(line).contains(&tail),
         // The input line is gone: the program moved on to show the turn.
         None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_text_inside_a_box_still_echoes() {
+        let screen = "  ┃  [agent-comms] message inv_1 from bob; read it with: agent-\n  ┃  comms invocation show inv_1\n  ┃";
+        let text =
+            "[agent-comms] message inv_1 from bob; read it with: agent-comms invocation show inv_1";
+        assert_eq!(occurrences(screen, text), 1);
+        assert_eq!(occurrences("❯ hello  world", "hello world"), 1);
     }
 }

@@ -160,9 +160,10 @@ impl ScreenModel {
             .collect()
     }
 
-    /// The visible rows with dim text blanked out. Placeholders ("Ask
-    /// anything…") are drawn dim in an empty input line: read this way, the
-    /// line holds only what somebody typed.
+    /// The visible rows with faint text blanked out. Placeholders ("Ask
+    /// anything…") are drawn faint in an empty input line — dim (SGR 2), or
+    /// in the palette's bright black (colour 8), as opencode 1.18 does: read
+    /// this way, the line holds only what somebody typed.
     pub fn lines_without_dim(&self) -> Vec<String> {
         let screen = self.parser.screen();
         let (rows, cols) = self.size();
@@ -178,7 +179,7 @@ impl ScreenModel {
                     }
                     match cell.contents() {
                         "" => line.push(' '),
-                        _ if cell.dim() => line.push(' '),
+                        _ if is_faint(cell) => line.push(' '),
                         text => line.push_str(text),
                     }
                 }
@@ -224,6 +225,11 @@ impl ScreenModel {
     }
 }
 
+/// Drawn the way placeholders are.
+fn is_faint(cell: &vt100::Cell) -> bool {
+    cell.dim() || cell.fgcolor() == vt100::Color::Idx(8)
+}
+
 fn nonzero(n: u16) -> std::num::NonZeroU16 {
     std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
 }
@@ -240,6 +246,10 @@ mod tests {
         assert_eq!(m.lines_without_dim()[0], ">");
         assert_eq!(m.lines_without_dim()[1], "> typed");
         assert!(m.bracketed_paste());
+        // opencode 1.18's placeholder: bright black, not dim.
+        let mut m = ScreenModel::new(2, 60);
+        m.feed("┃  \x1b[38;5;8m\x1b[48;5;234mAsk anything… \"Fix broken tests\"\x1b[0m".as_bytes());
+        assert_eq!(m.lines_without_dim()[0], "┃");
     }
 
     #[test]
