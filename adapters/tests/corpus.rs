@@ -70,35 +70,78 @@ fn knob(prompt: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// One busy and one idle checkpoint per submitted prompt that has a
-/// stream long enough to look at.
-fn checkpoints(cast: &Cast) -> Vec<Checkpoint> {
-    let end = cast.events.last().map_or(0.0, |e| e.at);
+/// The prompts submitted in a cast: (time of the Enter, prompt).
+fn submissions(cast: &Cast) -> Vec<(f64, String)> {
     let mut typed = String::new();
-    let mut out = Vec::new();
+    let mut submitted = Vec::new();
     for e in cast.events.iter().filter(|e| e.kind == "i") {
         let text = e.data.replace("\x1b[200~", "").replace("\x1b[201~", "");
-        if !text.contains('\r') {
-            typed.push_str(&text);
+        match text.split_once('\r') {
+            None => typed.push_str(&text),
+            Some((before, _)) => {
+                typed.push_str(before);
+                submitted.push((e.at, std::mem::take(&mut typed)));
+            }
+        }
+    }
+    submitted
+}
+
+/// When `word` first shows on the screen after `from` outside an echoed
+/// prompt (`REPLY=word`): the reply has arrived.
+fn shows(cast: &Cast, word: &str, from: f64) -> Option<f64> {
+    let mut model = ScreenModel::new(cast.rows, cast.cols);
+    for e in cast.events.iter().filter(|e| e.kind == "o") {
+        model.feed(e.data.as_bytes());
+        if e.at > from
+            && model
+                .lines()
+                .iter()
+                .any(|l| l.contains(word) && !l.contains("REPLY="))
+        {
+            return Some(e.at);
+        }
+    }
+    None
+}
+
+/// Busy halfway through each reply long enough to look at, idle a while
+/// after it (unless another prompt was submitted by then). The reply's end
+/// is where the prompt puts it (`THINK=` + `SLOW=` after the Enter), or,
+/// with `REPLY=word`, where the word shows on the screen: a CLI may ask the
+/// model seconds after the Enter (opencode's first prompt does).
+fn checkpoints(cast: &Cast) -> Vec<Checkpoint> {
+    let end = cast.events.last().map_or(0.0, |e| e.at);
+    let submitted = submissions(cast);
+    let mut out = Vec::new();
+    for (i, (at, prompt)) in submitted.iter().enumerate() {
+        let next = submitted.get(i + 1).map_or(f64::INFINITY, |(t, _)| *t);
+        let (think, slow) = (knob(prompt, "THINK"), knob(prompt, "SLOW"));
+        if slow < 2.0 {
             continue;
         }
-        typed.push_str(text.split('\r').next().unwrap_or(""));
-        let prompt = std::mem::take(&mut typed);
-        let (think, slow) = (knob(&prompt, "THINK"), knob(&prompt, "SLOW"));
-        if slow >= 2.0 {
+        let reply = prompt
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("REPLY="));
+        let done = match reply {
+            Some(word) => match shows(cast, word, *at) {
+                Some(t) => t,
+                None => continue,
+            },
+            None => at + think + slow,
+        };
+        out.push(Checkpoint {
+            at: done - slow / 2.0,
+            expect: Activity::Busy,
+            why: format!("halfway through the reply to {prompt:?}"),
+        });
+        let idle_at = done + SETTLED;
+        if idle_at < next && idle_at <= end + SETTLED {
             out.push(Checkpoint {
-                at: e.at + think + slow / 2.0,
-                expect: Activity::Busy,
-                why: format!("halfway through the reply to {prompt:?}"),
+                at: idle_at,
+                expect: Activity::Idle,
+                why: format!("{SETTLED} s after the reply to {prompt:?}"),
             });
-            let idle_at = e.at + think + slow + SETTLED;
-            if idle_at <= end + SETTLED {
-                out.push(Checkpoint {
-                    at: idle_at,
-                    expect: Activity::Idle,
-                    why: format!("{SETTLED} s after the reply to {prompt:?}"),
-                });
-            }
         }
     }
     out
@@ -200,13 +243,16 @@ fn the_adapters_read_every_recorded_turn_right() {
     let mut checked = 0;
     for file in &files {
         match replay(file) {
-            Ok(n) => checked += n,
+            Ok(n) => {
+                eprintln!("{}: {n} checkpoints", file.display());
+                checked += n;
+            }
             Err(f) => failures.extend(f),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(
-        checked >= 2 * files.len(),
+        checked >= files.len() + 3,
         "too few checkpoints: {checked} in {files:?}"
     );
 }
