@@ -12,11 +12,18 @@
 //! `HOME` is an empty scratch directory too, for both `k`s: a plain `bash`
 //! reads `~/.bashrc`, which on a developer's machine can cost more than the
 //! tool being measured (a `pyenv init` alone takes hundreds of ms).
+//!
+//! `AGENT_COMMS_PROJECT` points into the scratch directory as well, so no
+//! command can touch the store of the project the benchmark is run from;
+//! the measurements that use a store give it one of their own. Variables
+//! that the person running the benchmark may have set for their own work
+//! (their actor, a log filter) are not passed on.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agent_comms_core::paths::{HOME_ENV, RUNTIME_DIR_ENV};
+use agent_comms_core::paths::{HOME_ENV, PROJECT_ENV, RUNTIME_DIR_ENV};
 use agent_comms_core::session::SessionRecord;
 use anyhow::{bail, Context};
 use nix::sys::signal::Signal;
@@ -44,6 +51,18 @@ pub struct Plan {
     pub classifications: usize,
     /// Plugin loads timed per form.
     pub plugin_loads: usize,
+    /// Deliveries timed per system into an idle program (after one untimed).
+    pub deliveries: usize,
+    /// Deliveries timed right after the previous turn, per provider.
+    pub busy_deliveries: usize,
+    /// `send --wait` and `runtime deliver` calls timed into a served runtime.
+    pub messages: usize,
+    /// Messages queued to an offline runtime, then drained.
+    pub queued: usize,
+    /// Store CLI calls timed per command.
+    pub store_calls: usize,
+    /// In-process store operations timed per kind.
+    pub store_ops: usize,
 }
 
 impl Plan {
@@ -59,6 +78,12 @@ impl Plan {
             versions: 50,
             classifications: 10_000,
             plugin_loads: 50,
+            deliveries: 100,
+            busy_deliveries: 50,
+            messages: 50,
+            queued: 1000,
+            store_calls: 50,
+            store_ops: 1000,
         }
     }
 
@@ -74,6 +99,12 @@ impl Plan {
             versions: 10,
             classifications: 1_000,
             plugin_loads: 5,
+            deliveries: 10,
+            busy_deliveries: 5,
+            messages: 10,
+            queued: 50,
+            store_calls: 10,
+            store_ops: 100,
         }
     }
 }
@@ -115,7 +146,7 @@ impl Bench {
             target_dir,
             scratch,
         };
-        for dir in ["runtime", "home", "agent-comms-home"] {
+        for dir in ["runtime", "home", "agent-comms-home", "project"] {
             bench.private_dir(dir)?;
         }
         let scratch = bench.scratch.path().to_owned();
@@ -154,21 +185,47 @@ impl Bench {
         self.ours(&self.k)
     }
 
+    /// The `agent-comms` executable, for a terminal the benchmark opens
+    /// itself: give it [`Bench::our_env`], less [`NOT_PASSED_ON`].
+    pub fn agent_comms_path(&self) -> &Path {
+        &self.agent_comms
+    }
+
     fn ours(&self, program: &Path) -> Command {
         procs::before_start();
         let mut cmd = Command::new(program);
-        cmd.env(RUNTIME_DIR_ENV, self.runtime_dir())
-            .env(HOME_ENV, self.scratch.path().join("agent-comms-home"))
-            .env_remove("K_SESSION");
-        self.neutral_env(&mut cmd);
+        for var in NOT_PASSED_ON {
+            cmd.env_remove(var);
+        }
+        cmd.envs(self.our_env());
         cmd
+    }
+
+    /// What every agent-comms and `k` process gets set (on top of the
+    /// environment, less [`NOT_PASSED_ON`]): the private directories and
+    /// the neutral terminal of [`Bench::neutral_env`].
+    pub fn our_env(&self) -> Vec<(&'static str, OsString)> {
+        let scratch = self.scratch.path();
+        let mut vars = vec![
+            (RUNTIME_DIR_ENV, self.runtime_dir().into()),
+            (HOME_ENV, scratch.join("agent-comms-home").into()),
+            (PROJECT_ENV, scratch.join("project").into()),
+        ];
+        vars.extend(self.neutral_vars());
+        vars
     }
 
     /// The same terminal type for every system measured, and an empty home
     /// (no start-up files).
     pub fn neutral_env(&self, cmd: &mut Command) {
-        cmd.env("TERM", crate::workload::TERM)
-            .env("HOME", self.scratch.path().join("home"));
+        cmd.envs(self.neutral_vars());
+    }
+
+    fn neutral_vars(&self) -> [(&'static str, OsString); 2] {
+        [
+            ("TERM", crate::workload::TERM.into()),
+            ("HOME", self.scratch.path().join("home").into()),
+        ]
     }
 
     /// The record of a live session in the private runtime directory.
@@ -186,6 +243,11 @@ impl Bench {
         procs::stop(record.supervisor_pid, Signal::SIGTERM);
     }
 }
+
+/// Variables of the person running the benchmark that its agent-comms and
+/// `k` processes must not see: they would act as that person's agent, in
+/// that person's session, or log for them.
+pub const NOT_PASSED_ON: &[&str] = &["K_SESSION", "AGENT_COMMS_ACTOR", "AGENT_COMMS_LOG"];
 
 impl Drop for Bench {
     /// The safety net for what a failed measurement left behind.

@@ -14,9 +14,11 @@ mod adapters;
 mod bare;
 mod bench;
 mod cells;
+mod delivery;
 mod machine;
 mod procs;
 mod report;
+mod runtimes;
 mod sessions;
 mod stats;
 mod supervised;
@@ -61,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         sessions::section(&bench),
         cells::section(&bench),
         adapters::section(&bench),
+        delivery::section(&bench),
     ];
     machine.note_end_load();
     let markdown = report::render(&machine, &command_line(), &sections);

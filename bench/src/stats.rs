@@ -19,14 +19,20 @@ pub struct Summary {
 #[derive(Debug, Clone, Copy)]
 pub enum Quantity {
     Millis(f64),
+    Seconds(f64),
     MegabytesPerSec(f64),
     Megabytes(f64),
+    MessagesPerSec(f64),
 }
 
 impl Quantity {
     pub fn value(self) -> f64 {
         match self {
-            Self::Millis(v) | Self::MegabytesPerSec(v) | Self::Megabytes(v) => v,
+            Self::Millis(v)
+            | Self::Seconds(v)
+            | Self::MegabytesPerSec(v)
+            | Self::Megabytes(v)
+            | Self::MessagesPerSec(v) => v,
         }
     }
 }
@@ -37,8 +43,10 @@ impl std::fmt::Display for Quantity {
             Self::Millis(ms) if ms < 1.0 => write!(f, "{:.0} µs", ms * 1000.0),
             Self::Millis(ms) if ms < 100.0 => write!(f, "{ms:.2} ms"),
             Self::Millis(ms) => write!(f, "{ms:.0} ms"),
+            Self::Seconds(s) => write!(f, "{s:.1} s"),
             Self::MegabytesPerSec(v) => write!(f, "{v:.1} MB/s"),
             Self::Megabytes(v) => write!(f, "{v:.1} MB"),
+            Self::MessagesPerSec(v) => write!(f, "{v:.2} msg/s"),
         }
     }
 }
@@ -46,8 +54,9 @@ impl std::fmt::Display for Quantity {
 /// The durations of repeated runs, or why they stopped.
 pub type Runs = Result<Vec<Duration>, String>;
 
-/// Adds one run's duration, or keeps the first failure.
-pub fn push(runs: &mut Runs, run: anyhow::Result<Duration>) {
+/// Adds one run's result (a duration, for [`Runs`]), or keeps the first
+/// failure.
+pub fn push<T>(runs: &mut Result<Vec<T>, String>, run: anyhow::Result<T>) {
     if let Ok(done) = runs {
         match run {
             Ok(d) => done.push(d),
@@ -79,8 +88,13 @@ pub fn rates(megabytes: f64, runs: &[Duration]) -> Summary {
 
 /// One size reading.
 pub fn size(megabytes: f64) -> Summary {
+    one(Quantity::Megabytes(megabytes))
+}
+
+/// One reading of anything: a run measured once as a whole.
+pub fn one(quantity: Quantity) -> Summary {
     Summary {
-        median: Quantity::Megabytes(megabytes),
+        median: quantity,
         p99: None,
         samples: 1,
     }

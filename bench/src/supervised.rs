@@ -37,14 +37,14 @@ const THROUGHPUT_TIMEOUT: Duration = Duration::from_secs(300);
 pub const IDLE: Duration = Duration::from_secs(1);
 
 /// A live session; its supervisor is ended by pid when this is dropped.
-struct Session<'a> {
+pub struct Session<'a> {
     bench: &'a Bench,
-    record: SessionRecord,
+    pub record: SessionRecord,
 }
 
 impl<'a> Session<'a> {
     /// `agent-comms session new --json NAME [--env K=V]… -- ARGV…`.
-    fn start(
+    pub fn start(
         bench: &'a Bench,
         name: &str,
         env: &[(&str, &str)],

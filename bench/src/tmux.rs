@@ -43,7 +43,7 @@ impl TmuxServer {
     }
 
     /// A server in the scratch directory, named `name`.
-    fn private(bench: &Bench, name: &str) -> anyhow::Result<Self> {
+    pub fn private(bench: &Bench, name: &str) -> anyhow::Result<Self> {
         Ok(Self::at(
             bench.private_dir("tmux")?.join(format!("{name}.sock")),
         ))
@@ -59,7 +59,7 @@ impl TmuxServer {
     }
 
     /// Runs a tmux client command; its stdout on success.
-    fn run(&self, args: &[&str]) -> anyhow::Result<String> {
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self
             .command()
             .args(args)
@@ -95,18 +95,29 @@ impl TmuxServer {
 
     /// Polls `capture-pane` until `text` is on the pane's screen.
     pub fn wait_for_text(&self, session: &str, text: &str) -> anyhow::Result<()> {
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        while !self
-            .run(&["capture-pane", "-p", "-t", session])?
-            .contains(text)
-        {
-            ensure!(
-                Instant::now() < deadline,
-                "{text:?} not shown within {STEP_TIMEOUT:?}"
-            );
+        ensure!(
+            self.poll_pane(session, STEP_TIMEOUT, |screen| screen.contains(text))?,
+            "{text:?} not shown within {STEP_TIMEOUT:?}"
+        );
+        Ok(())
+    }
+
+    /// Polls `capture-pane` until `done` says yes to the pane's screen, at
+    /// most `timeout`; false if it never did.
+    pub fn poll_pane(
+        &self,
+        session: &str,
+        timeout: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        while !done(&self.run(&["capture-pane", "-p", "-t", session])?) {
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
             std::thread::sleep(POLL_PAUSE);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn kill_session(&self, session: &str) -> anyhow::Result<()> {
