@@ -204,6 +204,16 @@ fn delivers_and_waits_for_the_turn(cli: Cli, test: &str) {
         arrived2 > last1 && entered2 > last1,
         "[{test}] the second prompt was submitted before the first reply's last delta: {timeline}"
     );
+    // Each text reached the model exactly once, as the last user message
+    // of one request (title requests aside).
+    for text in [first, second] {
+        assert_eq!(
+            turns_with(&w, text),
+            1,
+            "[{test}] {text:?} did not reach the model exactly once:\n{}",
+            w.requests_summary()
+        );
+    }
     // Back to idle after the reply: the last sample says so.
     assert_eq!(
         samples.last().map(|(_, a)| a.as_str()),
@@ -235,6 +245,21 @@ fn opencode_delivery_sees_the_turn_busy_and_waits_for_its_end() {
         Cli::Opencode,
         "opencode_delivery_sees_the_turn_busy_and_waits_for_its_end",
     );
+}
+
+/// Agent turns on `text`: requests that offer the model tools (a title
+/// request, structured or not, offers none) and whose last user message
+/// ends with `text` (the CLI may put context before it in that message).
+fn turns_with(w: &World, text: &str) -> usize {
+    w.requests()
+        .iter()
+        .filter(|r| {
+            r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
+                && r["prompt"]
+                    .as_str()
+                    .is_some_and(|p| p.trim().ends_with(text))
+        })
+        .count()
 }
 
 // --- send --wait from another agent -----------------------------------------
@@ -284,6 +309,16 @@ fn a_message_is_announced(cli: Cli, test: &str) {
         "[{test}] {prompt:?}"
     );
     w.wait_activity(ID, "idle", TURN, "after the notification's turn");
+    // After the turn (a title request may come first): one agent turn on it.
+    let note = format!(
+        "[agent-comms] message {inv_id} from bob; read it with: agent-comms invocation show {inv_id}"
+    );
+    assert_eq!(
+        turns_with(&w, &note),
+        1,
+        "[{test}] the notification did not reach the model exactly once:\n{}",
+        w.requests_summary()
+    );
     w.finish(vec![&mut served.tty]);
 }
 

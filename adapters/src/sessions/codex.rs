@@ -20,7 +20,7 @@ pub struct Codex;
 /// rounds it (10 ms ticks) and file systems round mtimes.
 const CLOCK_SLACK_MS: u64 = 50;
 
-fn home(env: &ProviderEnv) -> PathBuf {
+fn home_of(env: &ProviderEnv) -> PathBuf {
     dir_from(env, "CODEX_HOME", ".codex")
 }
 
@@ -56,7 +56,7 @@ impl SessionDiscovery for Codex {
     }
 
     fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
-        let home = home(env);
+        let home = home_of(env);
         let locks_dir = home.join("thread-writer-locks");
         let since = proc.started_ms.saturating_sub(CLOCK_SLACK_MS);
         // `.coordination.lock` (0.171) sits beside the thread locks and is
@@ -87,7 +87,7 @@ impl SessionDiscovery for Codex {
         };
         // Another Codex TUI that started after this one, before the first
         // lock, may own that lock.
-        let rivals = rival_started(proc, "codex", first_at);
+        let rivals = rival_started(proc, "codex", first_at, &home, home_of);
         if rivals {
             Discovery::Ambiguous(locks.iter().map(candidate).collect())
         } else {

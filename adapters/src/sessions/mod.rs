@@ -55,11 +55,19 @@ fn live_on_session(
         .collect()
 }
 
-/// Whether another process of `program` — not one of `proc`'s own
-/// children (a `node` wrapper's native binary) nor a daemon it spawned —
-/// started after `proc` and no later than `until_ms`: it, too, may have
-/// written what was found since `proc` started.
-fn rival_started(proc: &ProcessInfo, program: &str, until_ms: u64) -> bool {
+/// Whether another process of `program` that keeps its files in `dir` —
+/// not one of `proc`'s own children (a `node` wrapper's native binary) nor
+/// a daemon it spawned — started after `proc` and no later than
+/// `until_ms`: it, too, may have written what was found since `proc`
+/// started. `dir_of` says where a process keeps its files, from its
+/// environment (another HOME is another provider home).
+fn rival_started(
+    proc: &ProcessInfo,
+    program: &str,
+    until_ms: u64,
+    dir: &Path,
+    dir_of: impl Fn(&ProviderEnv) -> PathBuf,
+) -> bool {
     let all = my_processes();
     all.iter().any(|p| {
         p.pid != proc.pid
@@ -68,6 +76,7 @@ fn rival_started(proc: &ProcessInfo, program: &str, until_ms: u64) -> bool {
             && !descends_from(p, proc.pid, &all)
             && p.started_ms > proc.started_ms
             && p.started_ms <= until_ms
+            && dir_of(&ProviderEnv::of(p)) == dir
     })
 }
 

@@ -99,7 +99,7 @@ impl SessionDiscovery for OpenCode {
         };
         // The first run after the start is this process's — unless another
         // opencode started in between (it starts slowly: seconds).
-        if rival_started(proc, "opencode", run.first_ms) {
+        if rival_started(proc, "opencode", run.first_ms, &log_dir(env), log_dir) {
             return Discovery::Ambiguous(
                 after
                     .iter()
