@@ -11,20 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{wait_until, wait_until_within, Run, Term, TestEnv};
+use common::{fake, fake_events as events, wait_until, wait_until_within, Run, Term, TestEnv};
 use serde_json::Value;
 
 /// Short intervals keep the tests fast; the defaults are for people.
 const HEARTBEAT_MS: &str = "200";
 const KEYBOARD_QUIET_MS: &str = "400";
-
-fn fake(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fakes/bin")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 /// One runtime served in a test-side terminal.
 struct Served {
@@ -134,16 +126,6 @@ impl Served {
             .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
             .collect()
     }
-}
-
-/// The fake's log entries of one kind.
-fn events(log: &Path, kind: &str) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == kind)
-        .collect()
 }
 
 fn json(run: &Run) -> Value {

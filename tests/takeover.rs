@@ -7,25 +7,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{pid_alive, wait_until, Term, TestEnv};
+use common::{fake, fake_events as events, pid_alive, wait_until, Term, TestEnv};
 use serde_json::Value;
-
-fn fake(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fakes/bin")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn events(log: &Path, kind: &str) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == kind)
-        .collect()
-}
 
 /// A provider started the ordinary way, in its own terminal and directory.
 struct Ordinary {

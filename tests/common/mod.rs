@@ -30,6 +30,25 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_agent-comms");
 /// Upper bound for anything a test waits for. Generous: debug builds, and
 /// every test runs in parallel with the others.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
+/// The fake provider `name` (tests/fakes/bin): claude, codex or opencode.
+pub fn fake(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fakes/bin")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A fake's log entries of one kind (`start`, `submit` …).
+pub fn fake_events(log: &Path, kind: &str) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == kind)
+        .collect()
+}
+
 /// Variables of the person running the tests that must not reach what the
 /// tests start: a log filter, and where providers keep their sessions.
 const INHERITED_NOT: &[&str] = &[
