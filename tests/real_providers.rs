@@ -308,11 +308,16 @@ fn a_message_is_announced(cli: Cli, test: &str) {
         )),
         "[{test}] {prompt:?}"
     );
-    w.wait_activity(ID, "idle", TURN, "after the notification's turn");
-    // After the turn (a title request may come first): one agent turn on it.
+    // The turn on it (a title request may come first, and opencode asks
+    // for the turn a moment after the input line cleared), then idle.
     let note = format!(
         "[agent-comms] message {inv_id} from bob; read it with: agent-comms invocation show {inv_id}"
     );
+    let deadline = std::time::Instant::now() + TURN;
+    while turns_with(&w, &note) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    w.wait_activity(ID, "idle", TURN, "after the notification's turn");
     assert_eq!(
         turns_with(&w, &note),
         1,
