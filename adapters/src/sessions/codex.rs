@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use agent_comms_core::takeover::process::my_processes;
 use agent_comms_core::takeover::{
     Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
 };
@@ -50,12 +51,14 @@ fn find_rollout(dir: &Path, id: &str) -> Option<PathBuf> {
     None
 }
 
-impl SessionDiscovery for Codex {
-    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
-        false
-    }
-
-    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
+impl Codex {
+    /// Discovery with this user's process table `all` already read.
+    fn discover_among(
+        &self,
+        proc: &ProcessInfo,
+        env: &ProviderEnv,
+        all: &[ProcessInfo],
+    ) -> Discovery {
         let home = home_of(env);
         let locks_dir = home.join("thread-writer-locks");
         let since = proc.started_ms.saturating_sub(CLOCK_SLACK_MS);
@@ -87,15 +90,25 @@ impl SessionDiscovery for Codex {
         };
         // Another Codex TUI that started after this one, before the first
         // lock, may own that lock.
-        let rivals = rival_started(proc, "codex", first_at, &home, home_of);
+        let rivals = rival_started(proc, "codex", first_at, &home, home_of, all);
         if rivals {
             Discovery::Ambiguous(locks.iter().map(candidate).collect())
         } else {
             Discovery::Found(candidate(&locks[0]))
         }
     }
+}
+
+impl SessionDiscovery for Codex {
+    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
+        false
+    }
+
+    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
+        self.discover_among(proc, env, &my_processes())
+    }
 
     fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
-        live_on_session("codex", id, env, |p, e| self.discover(p, e))
+        live_on_session("codex", id, env, |p, e, all| self.discover_among(p, e, all))
     }
 }

@@ -40,17 +40,18 @@ fn dir_from(env: &ProviderEnv, var: &str, rest: &str) -> PathBuf {
 }
 
 /// Live processes of this user running `program` whose discovered session
-/// is `id` (for providers that keep no per-pid marker).
+/// is `id` (for providers that keep no per-pid marker). The process table
+/// is read once and handed to every discovery, which looks for rivals in it.
 fn live_on_session(
     program: &str,
     id: &str,
     env: &ProviderEnv,
-    discover: impl Fn(&ProcessInfo, &ProviderEnv) -> Discovery,
+    discover: impl Fn(&ProcessInfo, &ProviderEnv, &[ProcessInfo]) -> Discovery,
 ) -> Vec<u32> {
-    my_processes()
-        .into_iter()
+    let all = my_processes();
+    all.iter()
         .filter(|p| p.program().as_deref() == Some(program))
-        .filter(|p| matches!(discover(p, env), Discovery::Found(c) if c.id == id))
+        .filter(|p| matches!(discover(p, env, &all), Discovery::Found(c) if c.id == id))
         .map(|p| p.pid)
         .collect()
 }
@@ -61,19 +62,20 @@ fn live_on_session(
 /// `until_ms`: it, too, may have written what was found since `proc`
 /// started. `dir_of` says where a process keeps its files, from its
 /// environment (another HOME is another provider home).
+/// `all` is this user's process table.
 fn rival_started(
     proc: &ProcessInfo,
     program: &str,
     until_ms: u64,
     dir: &Path,
     dir_of: impl Fn(&ProviderEnv) -> PathBuf,
+    all: &[ProcessInfo],
 ) -> bool {
-    let all = my_processes();
     all.iter().any(|p| {
         p.pid != proc.pid
             && p.program().as_deref() == Some(program)
             && !p.argv.iter().any(|a| a == "app-server")
-            && !descends_from(p, proc.pid, &all)
+            && !descends_from(p, proc.pid, all)
             && p.started_ms > proc.started_ms
             && p.started_ms <= until_ms
             && dir_of(&ProviderEnv::of(p)) == dir

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use agent_comms_core::takeover::process::my_processes;
 use agent_comms_core::takeover::{
     Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
 };
@@ -72,12 +73,14 @@ fn runs(env: &ProviderEnv) -> BTreeMap<String, Run> {
     runs
 }
 
-impl SessionDiscovery for OpenCode {
-    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
-        false
-    }
-
-    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
+impl OpenCode {
+    /// Discovery with this user's process table `all` already read.
+    fn discover_among(
+        &self,
+        proc: &ProcessInfo,
+        env: &ProviderEnv,
+        all: &[ProcessInfo],
+    ) -> Discovery {
         let from = proc.started_ms.saturating_sub(CLOCK_SLACK_MS);
         let mut after: Vec<(String, Run)> = runs(env)
             .into_iter()
@@ -99,7 +102,7 @@ impl SessionDiscovery for OpenCode {
         };
         // The first run after the start is this process's — unless another
         // opencode started in between (it starts slowly: seconds).
-        if rival_started(proc, "opencode", run.first_ms, &log_dir(env), log_dir) {
+        if rival_started(proc, "opencode", run.first_ms, &log_dir(env), log_dir, all) {
             return Discovery::Ambiguous(
                 after
                     .iter()
@@ -114,8 +117,20 @@ impl SessionDiscovery for OpenCode {
             )),
         }
     }
+}
+
+impl SessionDiscovery for OpenCode {
+    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
+        false
+    }
+
+    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
+        self.discover_among(proc, env, &my_processes())
+    }
 
     fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
-        live_on_session("opencode", id, env, |p, e| self.discover(p, e))
+        live_on_session("opencode", id, env, |p, e, all| {
+            self.discover_among(p, e, all)
+        })
     }
 }
