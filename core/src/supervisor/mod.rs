@@ -149,13 +149,19 @@ impl State {
 
     /// The session's activity as its adapter reads the screen now.
     pub fn activity(&mut self) -> Result<ActivityReport, String> {
+        let lines = self.model.lines();
+        self.activity_of(&lines)
+    }
+
+    /// [`State::activity`] for the screen's rows, already rendered by the
+    /// caller (a delivery reads them too).
+    pub fn activity_of(&mut self, lines: &[String]) -> Result<ActivityReport, String> {
         let Some(monitor) = self.activity.as_mut() else {
             return Err(format!(
                 "session '{}' has no adapter to read its screen; start it with --provider NAME (see: agent-comms adapters list)",
                 self.info.name
             ));
         };
-        let lines = self.model.lines();
         let osc: Vec<Vec<u8>> = self.model.recent_osc().map(<[u8]>::to_vec).collect();
         let foreground = self
             .pty
@@ -164,7 +170,7 @@ impl State {
             .map(|comm| comm.trim_end().to_owned())
             .unwrap_or_default();
         let view = ScreenView {
-            lines: &lines,
+            lines,
             title: self.model.title(),
             osc: &osc,
             cursor_row: self.model.cursor().0,

@@ -14,7 +14,8 @@ impl Terminal for Shared {
     fn observe(&self) -> Observation {
         let mut state = self.lock();
         let now = Instant::now();
-        let (activity, raw) = match state.activity() {
+        let lines = state.model.lines();
+        let (activity, raw) = match state.activity_of(&lines) {
             Ok(report) if report.by != crate::adapter::monitor::Classifier::Nothing => {
                 (report.activity, report.raw)
             }
@@ -38,7 +39,7 @@ impl Terminal for Shared {
             keyboard_quiet: state.keyboard.last_key().map(|t| now.duration_since(t)),
             input,
             input_rule: state.input_rule,
-            screen: state.model.lines().join("\n"),
+            screen: lines.join("\n"),
             bracketed_paste: state.model.bracketed_paste(),
         }
     }
