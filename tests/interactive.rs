@@ -524,9 +524,9 @@ fn a_second_serve_of_a_live_runtime_is_refused() {
 }
 
 #[test]
-fn claude_allow_agent_comms_appends_exactly_the_grant() {
+fn allow_agent_comms_appends_exactly_the_adapters_grant() {
     let env = TestEnv::new();
-    let served = Served::start(&env, "bob", "claude", &[], &["--claude-allow-agent-comms"]);
+    let served = Served::start(&env, "bob", "claude", &[], &["--allow-agent-comms"]);
     let start = &events(&served.log, "start")[0];
     let exe = Path::new(common::BIN)
         .canonicalize()
@@ -548,11 +548,12 @@ fn claude_allow_agent_comms_appends_exactly_the_grant() {
             "Bash(agent-comms *)"
         ]
     );
+    // The old spelling stays an alias; codex's adapter declares no grant.
     let mut refused = Served::spawn(&env, "carol", "codex", &[], &["--claude-allow-agent-comms"]);
     assert!(!refused.term.wait_exit().success());
     refused
         .term
-        .wait_for("only when the wrapped command is claude");
+        .wait_for("adapter 'codex' declares no [permissions] grant");
     assert!(events(&refused.log, "start").is_empty());
 }
 

@@ -30,54 +30,7 @@ pub enum RuntimeCommand {
     /// other agents' messages are typed into its prompt only when it is
     /// idle and you are not typing. Everything after `--` is the provider's.
     #[command(name = "interactive-serve")]
-    InteractiveServe {
-        /// The runtime's id (also the session name in `session ls`).
-        #[arg(long)]
-        id: String,
-        /// The adapter for the provider (default: the one that claims the
-        /// command; see `agent-comms adapters list`).
-        #[arg(long)]
-        provider: Option<String>,
-        /// Let claude run agent-comms without asking: appends
-        /// `--allowedTools "Bash(<agent-comms path> *)"` and
-        /// `--allowedTools "Bash(agent-comms *)"`, nothing broader.
-        #[arg(long)]
-        claude_allow_agent_comms: bool,
-        /// Deliveries wait this long after your last keystroke.
-        #[arg(long, default_value_t = DEFAULT_KEYBOARD_QUIET_MS, value_name = "MS")]
-        keyboard_quiet_ms: u64,
-        /// Heartbeat interval; the runtime counts as offline after three
-        /// missed beats.
-        #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
-        heartbeat_ms: u64,
-        /// Record the session as asciicast v2 to FILE.
-        #[arg(long, value_name = "FILE")]
-        record: Option<PathBuf>,
-        /// Take over the provider process PID in place: find the session it
-        /// is on, end it (SIGTERM, then SIGKILL), and start CMD in its
-        /// working directory resuming that session.
-        #[arg(long, value_name = "PID")]
-        takeover_pid: Option<u32>,
-        /// With --takeover-pid: the session PID is on, when agent-comms
-        /// cannot tell on its own (it lists the candidates).
-        #[arg(long, value_name = "ID", requires = "takeover_pid")]
-        session: Option<String>,
-        /// With --takeover-pid: take PID over even if it does not look like
-        /// the provider CMD names.
-        #[arg(long, requires = "takeover_pid")]
-        force: bool,
-        /// Start even when another live process holds the session (two
-        /// processes on one session may diverge).
-        #[arg(long)]
-        allow_shared_session: bool,
-        /// Run this same command in a new terminal window and exit (for a
-        /// takeover from inside the session it replaces).
-        #[arg(long)]
-        launch_terminal: bool,
-        /// The provider's command and arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
-    },
+    InteractiveServe(ServeArgs),
     /// Bind the runtime to a provider session: a later serve that asks to
     /// continue resumes exactly that one. Without --session, the session
     /// the running runtime's provider is on.
@@ -131,6 +84,57 @@ pub enum RuntimeCommand {
 }
 
 #[derive(Args)]
+pub struct ServeArgs {
+    /// The runtime's id (also the session name in `session ls`).
+    #[arg(long)]
+    id: String,
+    /// The adapter for the provider (default: the one that claims the
+    /// command; see `agent-comms adapters list`).
+    #[arg(long)]
+    provider: Option<String>,
+    /// Let the provider run agent-comms without asking: appends the
+    /// adapter's `[permissions]` grant, nothing broader (for claude,
+    /// `--allowedTools "Bash(<agent-comms path> *)"` and
+    /// `--allowedTools "Bash(agent-comms *)"`).
+    #[arg(long, alias = "claude-allow-agent-comms")]
+    allow_agent_comms: bool,
+    /// Deliveries wait this long after your last keystroke.
+    #[arg(long, default_value_t = DEFAULT_KEYBOARD_QUIET_MS, value_name = "MS")]
+    keyboard_quiet_ms: u64,
+    /// Heartbeat interval; the runtime counts as offline after three
+    /// missed beats.
+    #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
+    heartbeat_ms: u64,
+    /// Record the session as asciicast v2 to FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Take over the provider process PID in place: find the session it
+    /// is on, end it (SIGTERM, then SIGKILL), and start CMD in its
+    /// working directory resuming that session.
+    #[arg(long, value_name = "PID")]
+    takeover_pid: Option<u32>,
+    /// With --takeover-pid: the session PID is on, when agent-comms
+    /// cannot tell on its own (it lists the candidates).
+    #[arg(long, value_name = "ID", requires = "takeover_pid")]
+    session: Option<String>,
+    /// With --takeover-pid: take PID over even if it does not look like
+    /// the provider CMD names.
+    #[arg(long, requires = "takeover_pid")]
+    force: bool,
+    /// Start even when another live process holds the session (two
+    /// processes on one session may diverge).
+    #[arg(long)]
+    allow_shared_session: bool,
+    /// Run this same command in a new terminal window and exit (for a
+    /// takeover from inside the session it replaces).
+    #[arg(long)]
+    launch_terminal: bool,
+    /// The provider's command and arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
 pub struct DeliverArgs {
     /// Fail at once if the program is busy, a person is typing, or another
     /// delivery is in progress.
@@ -146,186 +150,184 @@ pub struct DeliverArgs {
 
 pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
     match cmd {
-        RuntimeCommand::InteractiveServe {
-            id,
-            provider,
-            claude_allow_agent_comms,
-            keyboard_quiet_ms,
-            heartbeat_ms,
-            record,
-            takeover_pid,
-            session,
-            force,
-            allow_shared_session,
-            launch_terminal,
-            command,
-        } => {
-            if launch_terminal {
-                return relaunch_in_terminal();
-            }
-            let id = SessionName::parse(&id)?;
-            let registry = agent_comms_adapters::registry();
-            let adapter = match &provider {
-                Some(name) => match registry.get(name) {
-                    Some(entry) => Some(entry.clone()),
-                    None => {
-                        bail!("no adapter named '{name}'; see them with: agent-comms adapters list")
-                    }
-                },
-                None => registry.for_command(&command.join(" ")).cloned(),
-            };
-            let argv = if claude_allow_agent_comms {
-                let exe = std::env::current_exe()
-                    .and_then(|p| p.canonicalize())
-                    .context("cannot resolve the agent-comms executable's path")?;
-                grant_agent_comms(&command, adapter.as_ref(), &exe)?
-            } else {
-                command
-            };
-            if heartbeat_ms == 0 {
-                bail!("--heartbeat-ms must be above 0");
-            }
-            let discovery = adapter
-                .as_ref()
-                .and_then(|e| sessions::discovery_for(&e.profile))
-                .map(Arc::from);
-            let store = open_store()?;
-            let code = serve(
-                Box::new(store),
-                ServeOptions {
-                    agent: actor.unwrap_or_else(|| id.to_string()),
-                    id,
-                    host: host_id()?,
-                    adapter,
-                    argv,
-                    cwd: std::env::current_dir().context("cannot read the current directory")?,
-                    heartbeat: Duration::from_millis(heartbeat_ms),
-                    keyboard_quiet: Duration::from_millis(keyboard_quiet_ms),
-                    record: record.map(super::absolute),
-                    discovery,
-                    takeover: takeover_pid.map(|pid| TakeoverOptions {
-                        pid,
-                        session,
-                        force,
-                    }),
-                    allow_shared: allow_shared_session,
-                },
-            )?;
-            Ok(code)
-        }
-        RuntimeCommand::BindSession { id, session, json } => {
-            let store = open_store()?;
-            let registry = agent_comms_adapters::registry();
-            let bound = bind_session(&store, &host_id()?, &id, session.as_deref(), |provider| {
-                registry
-                    .get(provider)
-                    .and_then(|e| sessions::discovery_for(&e.profile))
-            })?;
-            if json {
-                println!("{}", serde_json::json!({"id": id, "session_id": bound}));
-            } else {
-                println!("runtime {id} is bound to session {bound}");
-            }
-            Ok(0)
-        }
+        RuntimeCommand::InteractiveServe(args) => interactive_serve(args, actor),
+        RuntimeCommand::BindSession { id, session, json } => bind(&id, session.as_deref(), json),
         RuntimeCommand::Configure {
             id,
             kind,
             connector,
             max_concurrent,
             json,
-        } => {
-            let id = SessionName::parse(&id)?;
-            let store = open_store()?;
-            let host = host_id()?;
-            let r = configure(
-                &store,
-                &host,
-                &Configure {
-                    id: &id,
-                    agent: actor.as_deref(),
-                    kind: kind.as_deref(),
-                    connector: connector.as_deref(),
-                    max_concurrent,
-                },
-                unix_millis(),
-            )?;
-            let view = RuntimeView::new(&r, &host, unix_millis());
-            if json {
-                println!("{}", serde_json::to_string(&view)?);
-            } else {
-                println!(
-                    "runtime {} configured: agent {}, kind {}, connector {}, max-concurrent {}, this host",
-                    view.id, view.agent, view.kind, view.connector, view.max_concurrent
-                );
-            }
-            Ok(0)
-        }
-        RuntimeCommand::List { json } => {
-            let store = open_store()?;
-            let host = host_id()?;
-            let now = unix_millis();
-            let views: Vec<RuntimeView> = store
-                .runtimes()?
-                .iter()
-                .map(|r| RuntimeView::new(r, &host, now))
-                .collect();
-            if json {
-                println!("{}", serde_json::to_string(&views)?);
-            } else if views.is_empty() {
-                println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve --id ID -- <provider command>");
-            } else {
-                println!(
-                    "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} WHERE",
-                    "ID", "AGENT", "STATUS", "PID", "LAST HEARTBEAT", "PROVIDER"
-                );
-                for v in &views {
-                    println!(
-                        "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} {}",
-                        v.id,
-                        v.agent,
-                        v.status.to_string(),
-                        v.pid.map_or_else(|| "-".into(), |p| p.to_string()),
-                        v.last_heartbeat.as_deref().unwrap_or("-"),
-                        v.provider.as_deref().unwrap_or("-"),
-                        if v.local { "this host" } else { "other host" }
-                    );
-                }
-            }
-            Ok(0)
-        }
-        RuntimeCommand::Show { id, json } => {
-            let view = runtime_view(&id)?;
-            if json {
-                println!("{}", serde_json::to_string(&view)?);
-            } else {
-                let text = serde_json::to_value(&view)?;
-                for (k, v) in text.as_object().expect("a struct") {
-                    let v = match v {
-                        serde_json::Value::Null => "-".to_owned(),
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    println!("{k:<15} {v}");
-                }
-            }
-            Ok(0)
-        }
-        RuntimeCommand::Deliver { id, options, text } => {
-            let view = runtime_view(&id)?;
-            if !view.local {
-                let host = view.host.unwrap_or_default();
-                return Err(ControlError::ForeignHost { id, host }.into());
-            }
-            let endpoint = match (view.status, &view.endpoint) {
-                (RuntimeStatus::Online, Some(e)) => e.clone(),
-                _ => return Err(ControlError::Offline(id).into()),
-            };
-            let client = Client::connect(endpoint.as_ref())
-                .map_err(|_| ControlError::Offline(id.clone()))?;
-            deliver_with(client, &id, options, text)
-        }
+        } => configure_runtime(
+            &id,
+            &Configure {
+                id: &SessionName::parse(&id)?,
+                agent: actor.as_deref(),
+                kind: kind.as_deref(),
+                connector: connector.as_deref(),
+                max_concurrent,
+            },
+            json,
+        ),
+        RuntimeCommand::List { json } => list(json),
+        RuntimeCommand::Show { id, json } => show(&id, json),
+        RuntimeCommand::Deliver { id, options, text } => deliver(&id, options, text),
     }
+}
+
+fn interactive_serve(args: ServeArgs, actor: Option<String>) -> anyhow::Result<i32> {
+    if args.launch_terminal {
+        return relaunch_in_terminal();
+    }
+    if args.heartbeat_ms == 0 {
+        bail!("--heartbeat-ms must be above 0");
+    }
+    let id = SessionName::parse(&args.id)?;
+    let registry = agent_comms_adapters::registry();
+    let adapter = match &args.provider {
+        Some(name) => match registry.get(name) {
+            Some(entry) => Some(entry.clone()),
+            None => bail!("no adapter named '{name}'; see them with: agent-comms adapters list"),
+        },
+        None => registry.for_command(&args.command.join(" ")).cloned(),
+    };
+    let argv = if args.allow_agent_comms {
+        let exe = std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .context("cannot resolve the agent-comms executable's path")?;
+        grant_agent_comms(&args.command, adapter.as_ref(), &exe)?
+    } else {
+        args.command
+    };
+    let discovery = adapter
+        .as_ref()
+        .and_then(|e| sessions::discovery_for(&e.profile))
+        .map(Arc::from);
+    let store = open_store()?;
+    let code = serve(
+        Box::new(store),
+        ServeOptions {
+            agent: actor.unwrap_or_else(|| id.to_string()),
+            id,
+            host: host_id()?,
+            adapter,
+            argv,
+            cwd: std::env::current_dir().context("cannot read the current directory")?,
+            heartbeat: Duration::from_millis(args.heartbeat_ms),
+            keyboard_quiet: Duration::from_millis(args.keyboard_quiet_ms),
+            record: args.record.map(super::absolute),
+            discovery,
+            takeover: args.takeover_pid.map(|pid| TakeoverOptions {
+                pid,
+                session: args.session,
+                force: args.force,
+            }),
+            allow_shared: args.allow_shared_session,
+        },
+    )?;
+    Ok(code)
+}
+
+fn bind(id: &str, session: Option<&str>, json: bool) -> anyhow::Result<i32> {
+    let store = open_store()?;
+    let registry = agent_comms_adapters::registry();
+    let bound = bind_session(&store, &host_id()?, id, session, |provider| {
+        registry
+            .get(provider)
+            .and_then(|e| sessions::discovery_for(&e.profile))
+    })?;
+    if json {
+        println!("{}", serde_json::json!({"id": id, "session_id": bound}));
+    } else {
+        println!("runtime {id} is bound to session {bound}");
+    }
+    Ok(0)
+}
+
+fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result<i32> {
+    let store = open_store()?;
+    let host = host_id()?;
+    let r = configure(&store, &host, change, unix_millis())?;
+    let view = RuntimeView::new(&r, &host, unix_millis());
+    if json {
+        println!("{}", serde_json::to_string(&view)?);
+    } else {
+        println!(
+            "runtime {id} configured: agent {}, kind {}, connector {}, max-concurrent {}, this host",
+            view.agent, view.kind, view.connector, view.max_concurrent
+        );
+    }
+    Ok(0)
+}
+
+fn list(json: bool) -> anyhow::Result<i32> {
+    let store = open_store()?;
+    let host = host_id()?;
+    let now = unix_millis();
+    let views: Vec<RuntimeView> = store
+        .runtimes()?
+        .iter()
+        .map(|r| RuntimeView::new(r, &host, now))
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string(&views)?);
+        return Ok(0);
+    }
+    if views.is_empty() {
+        println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve --id ID -- <provider command>");
+        return Ok(0);
+    }
+    println!(
+        "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} WHERE",
+        "ID", "AGENT", "STATUS", "PID", "LAST HEARTBEAT", "PROVIDER"
+    );
+    for v in &views {
+        println!(
+            "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} {}",
+            v.id,
+            v.agent,
+            v.status.to_string(),
+            v.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+            v.last_heartbeat.as_deref().unwrap_or("-"),
+            v.provider.as_deref().unwrap_or("-"),
+            if v.local { "this host" } else { "other host" }
+        );
+    }
+    Ok(0)
+}
+
+fn show(id: &str, json: bool) -> anyhow::Result<i32> {
+    let view = runtime_view(id)?;
+    if json {
+        println!("{}", serde_json::to_string(&view)?);
+        return Ok(0);
+    }
+    let text = serde_json::to_value(&view)?;
+    for (k, v) in text.as_object().expect("a struct") {
+        let v = match v {
+            serde_json::Value::Null => "-".to_owned(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        println!("{k:<15} {v}");
+    }
+    Ok(0)
+}
+
+fn deliver(id: &str, options: DeliverArgs, text: String) -> anyhow::Result<i32> {
+    let view = runtime_view(id)?;
+    let id = id.to_owned();
+    if !view.local {
+        let host = view.host.unwrap_or_default();
+        return Err(ControlError::ForeignHost { id, host }.into());
+    }
+    let endpoint = match (view.status, &view.endpoint) {
+        (RuntimeStatus::Online, Some(e)) => e.clone(),
+        _ => return Err(ControlError::Offline(id).into()),
+    };
+    let client =
+        Client::connect(endpoint.as_ref()).map_err(|_| ControlError::Offline(id.clone()))?;
+    deliver_with(client, &id, options, text)
 }
 
 /// `--launch-terminal`: this command line, minus the flag, in a new window.

@@ -71,8 +71,8 @@ pub enum ControlError {
     Wait(String),
     #[error(transparent)]
     Takeover(#[from] crate::takeover::TakeoverError),
-    #[error("--claude-allow-agent-comms applies only when the wrapped command is claude (this one runs '{0}')")]
-    NotClaude(String),
+    #[error("--allow-agent-comms: {0}; drop the flag, or pick an adapter that has one with --provider (agent-comms adapters show NAME)")]
+    NoGrant(String),
 }
 
 /// The project's store (`<project>/.agent-comms/state.db`).
