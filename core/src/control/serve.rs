@@ -20,7 +20,8 @@ use crate::ids::random_hex;
 use crate::paths::ensure_runtime_root;
 use crate::pty::SpawnSpec;
 use crate::session::{Registry, SessionKind, SessionName};
-use crate::store::{RuntimeStatus, Store};
+use crate::socket::is_dialable;
+use crate::store::{RuntimeRecord, RuntimeStatus, Store};
 use crate::supervisor::foreground::run_foreground;
 use crate::supervisor::{SessionHandle, SupervisorConfig, DEFAULT_KILL_GRACE};
 use crate::takeover::terminate::{end_process, Ended, TERM_GRACE};
@@ -52,15 +53,14 @@ pub struct ServeOptions {
 
 /// Serves the runtime until the provider exits; returns its exit code.
 pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlError> {
-    let registry = Registry::new(ensure_runtime_root()?);
-    let now = unix_millis();
+    let registry = Registry::new(ensure_runtime_root()?, is_dialable);
     let admission = admit(
         store.as_ref(),
         &registry,
         &opts.host,
         &opts.agent,
         &opts.id,
-        now,
+        unix_millis(),
     )?;
     let start = plan_start(&StartRequest {
         argv: &opts.argv,
@@ -75,110 +75,165 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
         eprintln!("agent-comms: {note}");
     }
     if let Some(pid) = start.replaces {
-        let ended = match end_process(pid, TERM_GRACE)? {
-            Ended::AlreadyGone => "it had already exited",
-            Ended::Terminated => "it exited on SIGTERM",
-            Ended::Killed => "it needed SIGKILL",
-        };
-        eprintln!("agent-comms: ended process {pid}: {ended}");
+        end_replaced(pid)?;
     }
     let mut record = admission.record;
     // A start on an unknown session is a new one: it is discovered below.
     record.session_id = start.session.clone();
     let endpoint_id = random_hex(8);
-    let endpoint = registry.paths(&opts.id).socket;
     let config = supervisor_config(&opts, &start);
-    let adapter_name = opts.adapter.as_ref().map(|e| e.profile.name.clone());
-    let banner = format!(
-        "agent-comms: this terminal is dedicated to runtime {} (agent {}, {}); messages are typed in when it is idle",
-        opts.id,
-        opts.agent,
-        adapter_name
-            .as_deref()
-            .map_or_else(|| "no adapter".to_owned(), |a| format!("adapter {a}"))
-    );
+    let banner = banner(&opts);
     let store: SharedStore = Arc::new(Mutex::new(store));
-    let beside_store = store.clone();
-    let heartbeat = opts.heartbeat;
-    let lease = heartbeat * STALE_AFTER_BEATS as u32;
-    let runtime_id = opts.id.to_string();
-    let agent = opts.agent.clone();
-    let endpoint_for_tasks = endpoint_id.clone();
-    let discovery = opts.discovery.clone();
-    let mut online: Option<Result<(), ControlError>> = None;
-    let online_slot = &mut online;
+    let lease = opts.heartbeat * STALE_AFTER_BEATS as u32;
+    let online = GoingOnline {
+        store: store.clone(),
+        record,
+        host: opts.host.clone(),
+        endpoint: registry.paths(&opts.id).socket,
+        endpoint_id: endpoint_id.clone(),
+        adapter: opts.adapter.as_ref().map(|e| e.profile.name.clone()),
+        agent: opts.agent.clone(),
+        heartbeat: opts.heartbeat,
+        lease,
+        discovery: opts.discovery.clone().filter(|_| start.session.is_none()),
+    };
+    let mut started: Option<Result<(), ControlError>> = None;
+    let started_slot = &mut started;
     let exit = run_foreground(config, Some(&banner), move |session: SessionHandle| {
+        let outcome = online.start(session.clone());
+        if outcome.is_err() {
+            session.terminate();
+        }
+        *started_slot = Some(outcome);
+    })?;
+    go_offline(
+        &store,
+        opts.id.as_str(),
+        &endpoint_id,
+        &format!("the provider exited ({exit})"),
+    )?;
+    if let Some(Err(e)) = started {
+        return Err(e);
+    }
+    Ok(exit.code.unwrap_or(128 + 1))
+}
+
+/// Ends the process a takeover replaces, saying how it went.
+fn end_replaced(pid: u32) -> Result<(), ControlError> {
+    let ended = match end_process(pid, TERM_GRACE)? {
+        Ended::AlreadyGone => "it had already exited",
+        Ended::Terminated => "it exited on SIGTERM",
+        Ended::Killed => "it needed SIGKILL",
+    };
+    eprintln!("agent-comms: ended process {pid}: {ended}");
+    Ok(())
+}
+
+/// The one line printed before the terminal becomes the provider's.
+fn banner(opts: &ServeOptions) -> String {
+    let adapter = opts.adapter.as_ref().map_or_else(
+        || "no adapter".to_owned(),
+        |e| format!("adapter {}", e.profile.name),
+    );
+    format!(
+        "agent-comms: this terminal is dedicated to runtime {} (agent {}, {adapter}); messages are typed in when it is idle",
+        opts.id, opts.agent
+    )
+}
+
+/// What the runtime needs once its provider runs: the record to publish
+/// and the tasks to start beside the session.
+struct GoingOnline {
+    store: SharedStore,
+    record: RuntimeRecord,
+    host: String,
+    endpoint: PathBuf,
+    endpoint_id: String,
+    adapter: Option<String>,
+    agent: String,
+    heartbeat: Duration,
+    lease: Duration,
+    /// Set when the provider's session is not known yet: it is discovered.
+    discovery: Option<Arc<dyn SessionDiscovery>>,
+}
+
+impl GoingOnline {
+    /// Publishes the runtime ONLINE, then starts the heartbeat, the session
+    /// discovery and the inbox. Runs inside the supervisor's runtime.
+    fn start(mut self, session: SessionHandle) -> Result<(), ControlError> {
+        let now = unix_millis();
+        let record = &mut self.record;
         record.status = RuntimeStatus::Online;
         record.status_reason = None;
-        record.host = Some(opts.host.clone());
-        record.endpoint = Some(endpoint.display().to_string());
-        record.endpoint_id = Some(endpoint_for_tasks.clone());
+        record.host = Some(self.host);
+        record.endpoint = Some(self.endpoint.display().to_string());
+        record.endpoint_id = Some(self.endpoint_id.clone());
         record.pid = Some(session.child_pid());
-        record.heartbeat_ms = heartbeat.as_millis() as u64;
-        record.last_heartbeat = Some(unix_millis());
-        record.provider = adapter_name;
-        record.updated = unix_millis();
-        let saved = {
-            let guard = beside_store.lock().unwrap_or_else(|p| p.into_inner());
+        record.heartbeat_ms = self.heartbeat.as_millis() as u64;
+        record.last_heartbeat = Some(now);
+        record.provider = self.adapter;
+        record.updated = now;
+        {
+            let guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+            guard.save_runtime(record)?;
             // Attempts a previous serve of this runtime left behind (it was
             // killed mid-delivery) go back to the queue before the inbox
             // starts, so they are delivered first, in order.
-            guard.save_runtime(&record).and_then(|()| {
-                guard.release_attempts(
-                    Some(&record.id),
-                    unix_millis(),
-                    "the runtime restarted during this delivery",
-                )
-            })
-        };
-        if let Err(e) = saved {
-            *online_slot = Some(Err(e.into()));
-            session.terminate();
-            return;
+            guard.release_attempts(
+                Some(&record.id),
+                unix_millis(),
+                "the runtime restarted during this delivery",
+            )?;
         }
-        *online_slot = Some(Ok(()));
+        let runtime = record.id.clone();
         tokio::spawn(beat(
-            beside_store.clone(),
-            runtime_id.clone(),
-            endpoint_for_tasks.clone(),
-            heartbeat,
-            lease,
+            self.store.clone(),
+            runtime.clone(),
+            self.endpoint_id.clone(),
+            self.heartbeat,
+            self.lease,
         ));
-        if let (None, Some(discovery)) = (&start.session, discovery) {
+        if let Some(discovery) = self.discovery {
             tokio::spawn(bind_when_discovered(
-                beside_store.clone(),
-                runtime_id.clone(),
+                self.store.clone(),
+                runtime.clone(),
                 session.child_pid(),
                 discovery,
             ));
         }
         tokio::spawn(
             Inbox {
-                store: beside_store,
+                store: self.store,
                 session,
-                agent,
-                runtime: runtime_id,
-                endpoint_id: endpoint_for_tasks,
-                lease,
-                scan_every: heartbeat,
+                agent: self.agent,
+                runtime,
+                endpoint_id: self.endpoint_id,
+                lease: self.lease,
+                scan_every: self.heartbeat,
             }
             .run(),
         );
-    })?;
-    let reason = format!("the provider exited ({exit})");
-    let id = opts.id.to_string();
+        Ok(())
+    }
+}
+
+/// Marks the runtime OFFLINE with `reason` and returns the attempt it held
+/// to the queue.
+fn go_offline(
+    store: &SharedStore,
+    id: &str,
+    endpoint_id: &str,
+    reason: &str,
+) -> Result<(), ControlError> {
     let guard = store.lock().unwrap_or_else(|p| p.into_inner());
     let now = unix_millis();
-    guard.set_offline(&id, &endpoint_id, &reason, now)?;
+    guard.set_offline(id, endpoint_id, reason, now)?;
     guard.release_attempts(
-        Some(&id),
+        Some(id),
         now,
         "the runtime went offline during this delivery",
     )?;
-    if let Some(Err(e)) = online {
-        return Err(e);
-    }
-    Ok(exit.code.unwrap_or(128 + 1))
+    Ok(())
 }
 
 /// Heartbeats until the process ends; each beat also extends the lease of
@@ -281,19 +336,24 @@ fn supervisor_config(opts: &ServeOptions, start: &StartPlan) -> SupervisorConfig
 }
 
 /// `argv` with the adapter's grant for agent-comms itself appended
-/// (`--claude-allow-agent-comms`): `{exe}` is the resolved agent-comms path.
-/// Only for claude, and only what the profile names — nothing broader.
+/// (`--allow-agent-comms`): exactly the profile's `[permissions] args`, with
+/// `{exe}` replaced by the resolved agent-comms path — nothing broader. An
+/// adapter that declares no grant cannot give one.
 pub fn grant_agent_comms(
     argv: &[String],
     adapter: Option<&Entry>,
     exe: &std::path::Path,
 ) -> Result<Vec<String>, ControlError> {
-    let program = crate::adapter::program_of(&argv.join(" ")).unwrap_or_default();
-    let grant = adapter
-        .and_then(|e| e.profile.permissions.as_ref())
-        .filter(|_| program == "claude");
-    let Some(grant) = grant else {
-        return Err(ControlError::NotClaude(program));
+    let Some(entry) = adapter else {
+        return Err(ControlError::NoGrant(
+            "no adapter claims this command".into(),
+        ));
+    };
+    let Some(grant) = entry.profile.permissions.as_ref() else {
+        return Err(ControlError::NoGrant(format!(
+            "adapter '{}' declares no [permissions] grant",
+            entry.profile.name
+        )));
     };
     let exe = exe.display().to_string();
     let mut out = argv.to_vec();
