@@ -12,6 +12,7 @@ use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::pty::SpawnSpec;
 use agent_comms_core::session::{Liveness, Registry, SessionError, SessionKind, SessionName};
 use agent_comms_core::socket::codec::Message;
+use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{
     CellEvent, CellReply, CellState, Event, Request, Response, StreamMode,
 };
@@ -136,7 +137,7 @@ fn no_session(name: &SessionName) -> String {
 
 /// The live cell sessions, sorted by name (stale ones are cleaned up).
 fn live_sessions() -> Result<Vec<SessionName>, ClientError> {
-    let registry = Registry::new(ensure_runtime_root()?);
+    let registry = Registry::new(ensure_runtime_root()?, is_dialable);
     Ok(registry
         .live(&mut |_| {})?
         .into_iter()
@@ -206,7 +207,7 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
         }
     }
     let registry = match ensure_runtime_root() {
-        Ok(root) => Registry::new(root),
+        Ok(root) => Registry::new(root, is_dialable),
         Err(e) => return err(out, &e.to_string()),
     };
     if let Some(Liveness::Live(record)) = registry.check(&name) {
@@ -251,7 +252,6 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
         command_line: command_line.clone(),
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
         cells: Some(CellsConfig::for_command(
-            &command_line,
             agent_comms_adapters::registry()
                 .for_command(&command_line)
                 .map(|entry| &entry.profile),

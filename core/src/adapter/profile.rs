@@ -312,6 +312,11 @@ pub struct Repl {
     /// Typed to run a cell from a file; `{file}` is its path.
     pub run_file: String,
     pub file_suffix: String,
+    /// Line modes (repeat, hook: no integration marks): multi-line code is
+    /// written to a private `file_suffix` file and this is typed to run it
+    /// (`{file}` is its path). Without it, code is typed line by line.
+    #[serde(default)]
+    pub line_mode_run_file: Option<String>,
     /// Written at the top of every cell file.
     #[serde(default)]
     pub file_prologue: String,

@@ -99,16 +99,23 @@ pub struct CellsConfig {
     pub token: String,
     /// Private (0700) directory for cell files.
     pub files_dir: PathBuf,
-    /// The command runs bash (multi-line code is sourced in line modes too).
-    pub bash: bool,
+    /// Line modes: how the REPL runs multi-line code from a file, when its
+    /// profile says (bash sources it); otherwise code is typed line by line.
+    pub line_mode_file: Option<LineModeFile>,
+}
+
+/// A profile's `line_mode_run_file` with the suffix its files take.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LineModeFile {
+    pub run_file: String,
+    pub file_suffix: String,
 }
 
 impl CellsConfig {
-    /// The configuration for `command_line`: integration when `profile`
-    /// (the adapter that claims the command) sets a REPL up and no
+    /// The configuration for a command that `profile` claims (if any
+    /// does): integration when the profile sets a REPL up and no
     /// `--prompt` was given.
     pub fn for_command(
-        command_line: &str,
         profile: Option<&Profile>,
         prompt: Option<FrameMode>,
         files_dir: PathBuf,
@@ -117,7 +124,6 @@ impl CellsConfig {
         // OSC 133, and short enough for sqlite3, which cuts prompts at 19
         // bytes (`ESC ]133;D;0;` + token + BEL is exactly that).
         let token = random_hex(4);
-        let program = crate::adapter::program_of(command_line);
         let frame = prompt.unwrap_or_else(|| {
             match profile.and_then(|p| Some((p.name.as_str(), p.repl.as_ref()?))) {
                 Some((name, repl)) => FrameMode::Integration(render(name, repl, &token)),
@@ -128,7 +134,7 @@ impl CellsConfig {
             frame,
             token,
             files_dir,
-            bash: program.as_deref() == Some("bash"),
+            line_mode_file: line_mode_file(profile),
         }
     }
 
@@ -140,6 +146,14 @@ impl CellsConfig {
             FrameMode::Integration(i) => format!("integration ({})", i.profile),
         }
     }
+}
+
+fn line_mode_file(profile: Option<&Profile>) -> Option<LineModeFile> {
+    let repl = profile?.repl.as_ref()?;
+    Some(LineModeFile {
+        run_file: repl.line_mode_run_file.clone()?,
+        file_suffix: repl.file_suffix.clone(),
+    })
 }
 
 fn render(name: &str, r: &Repl, token: &str) -> Integration {
@@ -777,15 +791,22 @@ impl CellEngine {
                 ))
             }
             mode => {
-                // agent-tty's framing: multi-line bash code is sourced from a
-                // file; everything else is pasted line by line.
-                let (send, file) = if self.config.bash
-                    && !matches!(mode, FrameMode::Prompt(_))
-                    && echo_lines(code) > 1
-                {
-                    let path = self.config.files_dir.join(format!("{id}.sh"));
+                // agent-tty's framing: multi-line code is run from a file
+                // where the profile says how (bash sources it); everything
+                // else is pasted line by line.
+                let from_file = self
+                    .config
+                    .line_mode_file
+                    .as_ref()
+                    .filter(|_| !matches!(mode, FrameMode::Prompt(_)) && echo_lines(code) > 1);
+                let (send, file) = if let Some(how) = from_file {
+                    let path = self
+                        .config
+                        .files_dir
+                        .join(format!("{id}{}", how.file_suffix));
                     write_private(&path, &format!("{code}\n")).map_err(|e| e.to_string())?;
-                    (format!("source '{}'", path.display()), Some(path))
+                    let typed = how.run_file.replace("{file}", &path.display().to_string());
+                    (typed, Some(path))
                 } else {
                     (code.trim_start().to_owned(), None)
                 };
