@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 #[cfg(unix)]
 pub use crate::os::euid;
 pub use crate::os::make_owner_only;
+use crate::os::NotPrivate;
 
 /// Environment variable that replaces the socket root (tests isolate with it).
 pub const RUNTIME_DIR_ENV: &str = "AGENT_COMMS_RUNTIME_DIR";
@@ -81,7 +82,10 @@ pub fn verify_private_dir(dir: &Path) -> Result<(), PathError> {
     if !meta.is_dir() {
         return Err(PathError::NotDirectory { path });
     }
-    crate::os::check_private_dir(path, &meta)
+    crate::os::check_private_dir(&meta).map_err(|e| match e {
+        NotPrivate::ForeignOwner { owner, me } => PathError::ForeignOwner { path, owner, me },
+        NotPrivate::Permissive { mode } => PathError::Permissive { path, mode },
+    })
 }
 
 /// The per-user config and state directory: `AGENT_COMMS_HOME`, else

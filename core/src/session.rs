@@ -128,7 +128,7 @@ impl SessionPaths {
     pub fn new(root: &Path, name: &SessionName) -> Self {
         Self {
             record: root.join(format!("{name}.json")),
-            socket: crate::socket::endpoint_path(root, name),
+            socket: crate::os::endpoint_path(root, name.as_str()),
             log: root.join(format!("{name}.log")),
         }
     }
@@ -142,14 +142,20 @@ pub enum Liveness {
     Stale(SessionRecord),
 }
 
+/// Tells whether something accepts connections on an endpoint path. The
+/// endpoint layer (`socket::is_dialable`) provides it: this layer only
+/// knows where the endpoint lives.
+pub type EndpointProbe = fn(&Path) -> bool;
+
 /// Reads records in the runtime root and tells live sessions from stale ones.
 pub struct Registry {
     root: PathBuf,
+    probe: EndpointProbe,
 }
 
 impl Registry {
-    pub fn new(root: PathBuf) -> Self {
-        Self { root }
+    pub fn new(root: PathBuf, probe: EndpointProbe) -> Self {
+        Self { root, probe }
     }
 
     pub fn root(&self) -> &Path {
@@ -199,7 +205,7 @@ impl Registry {
 
     /// Live or stale; a stale record and its socket are removed.
     pub fn judge(&self, record: SessionRecord) -> Liveness {
-        if is_dialable(&record.socket) || pid_alive(record.supervisor_pid) {
+        if (self.probe)(&record.socket) || pid_alive(record.supervisor_pid) {
             return Liveness::Live(record);
         }
         self.remove_files(&self.paths(&record.name), &record.socket);
@@ -230,11 +236,6 @@ impl Registry {
             })
             .collect())
     }
-}
-
-/// True when something accepts connections on `socket`.
-pub fn is_dialable(socket: &Path) -> bool {
-    crate::socket::connect(socket).is_ok()
 }
 
 #[cfg(test)]

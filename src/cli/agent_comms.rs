@@ -9,6 +9,7 @@ use agent_comms_core::keys::key_bytes;
 use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::pty::SpawnSpec;
 use agent_comms_core::session::{Registry, SessionKind, SessionName, SessionRecord};
+use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Request, Response, SessionInfo, StreamMode};
 use agent_comms_core::supervisor::foreground::run_foreground;
 use agent_comms_core::supervisor::{
@@ -387,7 +388,7 @@ fn connect(name: &str) -> anyhow::Result<(Client, SessionRecord)> {
 }
 
 fn list(json: bool) -> anyhow::Result<i32> {
-    let registry = Registry::new(ensure_runtime_root()?);
+    let registry = Registry::new(ensure_runtime_root()?, is_dialable);
     let records = registry.live(&mut |stale| {
         eprintln!(
             "agent-comms: removed stale session '{}' (its supervisor, pid {}, is gone)",

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::session::{Registry, SessionRecord};
+use agent_comms_core::socket::is_dialable;
 use agent_comms_core::supervisor::launch::spawn_detached;
 use agent_comms_core::supervisor::SupervisorConfig;
 use anyhow::{bail, Context};
@@ -13,7 +14,7 @@ use anyhow::{bail, Context};
 pub fn start_detached(config: &SupervisorConfig) -> anyhow::Result<SessionRecord> {
     let exe = supervisor_binary()?;
     let root = ensure_runtime_root()?;
-    let log = Registry::new(root).paths(&config.name).log;
+    let log = Registry::new(root, is_dialable).paths(&config.name).log;
     Ok(spawn_detached(&exe, config, &log)?)
 }
 

@@ -11,7 +11,7 @@ use crate::paths::{ensure_runtime_root, PathError};
 use crate::session::{Liveness, Registry, SessionError, SessionName, SessionRecord};
 use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
 use crate::socket::protocol::{Request, Response};
-use crate::socket::ClientStream;
+use crate::socket::{is_dialable, ClientStream};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -59,7 +59,7 @@ impl Client {
     /// Connects to the live session `name`; a stale one is cleaned up and
     /// reported as [`ClientError::Stale`].
     pub fn for_session(name: &SessionName) -> Result<(Self, SessionRecord), ClientError> {
-        let registry = Registry::new(ensure_runtime_root()?);
+        let registry = Registry::new(ensure_runtime_root()?, is_dialable);
         let record = registry
             .record(name)
             .ok_or_else(|| SessionError::NotFound(name.to_string()))?;

@@ -10,7 +10,7 @@ use super::ControlError;
 use crate::adapter::command::on_path;
 use crate::adapter::profile::Kind;
 use crate::adapter::{version, Entry};
-use crate::session::is_dialable;
+use crate::socket::is_dialable;
 use crate::store::{RuntimeStatus, Store};
 use crate::time::iso_from_unix_millis;
 

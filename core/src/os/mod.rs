@@ -21,3 +21,25 @@ pub use unix::*;
 mod windows;
 #[cfg(windows)]
 pub use windows::*;
+
+/// A short, stable digest for endpoint names that must not grow with the
+/// session name.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Why a directory or file is not the user's alone; the layer that knows
+/// what the path is for words the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotPrivate {
+    ForeignOwner {
+        owner: u32,
+        me: u32,
+    },
+    /// Mode bits the group or others hold.
+    Permissive {
+        mode: u32,
+    },
+}

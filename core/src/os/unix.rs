@@ -14,7 +14,7 @@ use nix::sys::termios::{self, SetArg, Termios};
 
 pub use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 
-use crate::paths::PathError;
+use super::NotPrivate;
 
 pub fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
@@ -31,24 +31,41 @@ pub fn config_base() -> PathBuf {
     PathBuf::from(home).join(".config")
 }
 
+/// Longest socket path we bind. `sun_path` holds 108 bytes on Linux and 104 on
+/// the BSDs; leave room for the terminating NUL.
+const MAX_SOCKET_PATH: usize = 100;
+
+/// `<root>/<name>.sock`, or a hashed name when that would not fit.
+pub fn endpoint_path(root: &Path, name: &str) -> PathBuf {
+    let plain = root.join(format!("{name}.sock"));
+    if plain.as_os_str().len() <= MAX_SOCKET_PATH {
+        plain
+    } else {
+        // A long root or name would overflow sun_path: hash the name. The
+        // record (whose file name has no such limit) says which it is.
+        // If even this does not fit, the root itself is too long and
+        // binding fails with an error naming the path.
+        root.join(format!("h{:016x}.sock", super::fnv1a(name.as_bytes())))
+    }
+}
+
 /// Creates `dir` mode 0700; its parent must exist.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 /// Refuses a directory that is not ours or that the group or others can open.
-pub fn check_private_dir(path: String, meta: &fs::Metadata) -> Result<(), PathError> {
+pub fn check_private_dir(meta: &fs::Metadata) -> Result<(), NotPrivate> {
     let me = euid();
     if meta.uid() != me {
-        return Err(PathError::ForeignOwner {
-            path,
+        return Err(NotPrivate::ForeignOwner {
             owner: meta.uid(),
             me,
         });
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(PathError::Permissive { path, mode });
+        return Err(NotPrivate::Permissive { mode });
     }
     Ok(())
 }
@@ -133,10 +150,40 @@ pub fn kill(pid: u32) {
 
 /// The command name of our parent process, if it can be read.
 pub fn parent_name() -> Option<String> {
-    let ppid = nix::unistd::getppid();
-    fs::read_to_string(format!("/proc/{ppid}/comm"))
+    process_name(nix::unistd::getppid().as_raw() as u32)
+}
+
+/// The command name of process `pid` (as `ps -o comm` shows it), if it
+/// can be read.
+#[cfg(target_os = "linux")]
+pub fn process_name(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
-        .map(|s| s.trim().to_owned())
+        .map(|s| s.trim_end().to_owned())
+}
+
+/// The command name of process `pid`, if it can be read (macOS has no
+/// `/proc`: libproc answers).
+#[cfg(target_os = "macos")]
+pub fn process_name(pid: u32) -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: proc_name writes at most `buf.len()` bytes into `buf` and
+    // returns how many it wrote (0 or less on failure).
+    let n = unsafe {
+        libc::proc_name(
+            pid as libc::c_int,
+            buf.as_mut_ptr().cast(),
+            buf.len() as u32,
+        )
+    };
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+}
+
+/// Other Unixes: not read yet (adapters that match the foreground program
+/// see an empty name and fall back to the screen).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn process_name(_pid: u32) -> Option<String> {
+    None
 }
 
 /// Bytes written to a child's stdin that it has not read.
@@ -335,5 +382,19 @@ pub fn redirect_output_to_log(log: &Path) {
         let _ = make_owner_only(log);
         let _ = nix::unistd::dup2(file.as_raw_fd(), 1);
         let _ = nix::unistd::dup2(file.as_raw_fd(), 2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_get_short_socket_paths() {
+        let root = Path::new("/tmp/agent-comms-0");
+        assert_eq!(endpoint_path(root, "short"), root.join("short.sock"));
+        let long = endpoint_path(root, &"n".repeat(150));
+        assert!(long.as_os_str().len() <= MAX_SOCKET_PATH, "{long:?}");
+        assert_ne!(long, endpoint_path(root, &"m".repeat(150)));
     }
 }

@@ -31,7 +31,7 @@ use windows_sys::Win32::System::Threading::{
     PROCESS_SYNCHRONIZE, PROCESS_TERMINATE,
 };
 
-use crate::paths::PathError;
+use super::NotPrivate;
 
 /// Mode bits do not exist on Windows: a file or directory gets the ACL it
 /// inherits from its parent. The default locations (below) are under the
@@ -82,11 +82,28 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     fs::create_dir_all(dir)
 }
 
+/// Pipe names are one namespace for the whole machine, so the name carries
+/// the user, and a digest of the runtime root and the session name (two
+/// roots, as tests use, must not meet; pipe names ignore case, session names
+/// do not).
+pub fn endpoint_path(root: &Path, name: &str) -> PathBuf {
+    let user: String = std::env::var("USERNAME")
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        .collect();
+    let key = format!("{}\0{name}", root.display());
+    PathBuf::from(format!(
+        r"\\.\pipe\agent-comms-{user}-{:016x}",
+        super::fnv1a(key.as_bytes())
+    ))
+}
+
 /// Missing on Windows: reading the directory's owner and DACL. The default
 /// root is private by inheritance (see [`OpenOptionsExt`]); a root named by
 /// `AGENT_COMMS_RUNTIME_DIR` is trusted as given. Endpoints do not depend
 /// on it: a named pipe carries its own DACL.
-pub fn check_private_dir(_path: String, _meta: &fs::Metadata) -> Result<(), PathError> {
+pub fn check_private_dir(_meta: &fs::Metadata) -> Result<(), NotPrivate> {
     Ok(())
 }
 
@@ -159,6 +176,12 @@ pub fn kill(pid: u32) {
 
 /// Missing on Windows: the parent's name needs a Toolhelp snapshot.
 pub fn parent_name() -> Option<String> {
+    None
+}
+
+/// Not needed on Windows: a pseudo console has no foreground process
+/// group to name (`pty::foreground_group` is always `None` there).
+pub fn process_name(_pid: u32) -> Option<String> {
     None
 }
 

@@ -40,10 +40,8 @@ pub enum BindOutcome {
     ReplacedStale,
 }
 
-/// A short, stable digest for endpoint names that must not grow with the
-/// session name.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// True when something accepts connections on `socket`: the probe the
+/// session registry is given to tell a live session from a stale record.
+pub fn is_dialable(socket: &std::path::Path) -> bool {
+    connect(socket).is_ok()
 }

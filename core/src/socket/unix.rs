@@ -1,10 +1,9 @@
 //! Unix: a socket file in the runtime root, and the peer's uid.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::{fnv1a, BindOutcome, SocketError};
+use super::{is_dialable, BindOutcome, SocketError};
 use crate::paths::{euid, make_owner_only};
-use crate::session::{is_dialable, SessionName};
 
 /// A connection as the supervisor sees it.
 pub type Stream = tokio::net::UnixStream;
@@ -12,24 +11,6 @@ pub type ReadHalf = tokio::net::unix::OwnedReadHalf;
 pub type WriteHalf = tokio::net::unix::OwnedWriteHalf;
 /// A connection as a short-lived command sees it (blocking).
 pub type ClientStream = std::os::unix::net::UnixStream;
-
-/// Longest socket path we bind. `sun_path` holds 108 bytes on Linux and 104 on
-/// the BSDs; leave room for the terminating NUL.
-const MAX_SOCKET_PATH: usize = 100;
-
-/// `<root>/<name>.sock`, or a hashed name when that would not fit.
-pub fn endpoint_path(root: &Path, name: &SessionName) -> PathBuf {
-    let plain = root.join(format!("{name}.sock"));
-    if plain.as_os_str().len() <= MAX_SOCKET_PATH {
-        plain
-    } else {
-        // A long root or name would overflow sun_path: hash the name. The
-        // record (whose file name has no such limit) says which it is.
-        // If even this does not fit, the root itself is too long and
-        // binding fails with an error naming the path.
-        root.join(format!("h{:016x}.sock", fnv1a(name.as_str().as_bytes())))
-    }
-}
 
 pub struct Listener(tokio::net::UnixListener);
 
@@ -91,17 +72,4 @@ pub fn split(stream: Stream) -> (ReadHalf, WriteHalf) {
 
 pub fn connect(path: &Path) -> std::io::Result<ClientStream> {
     ClientStream::connect(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_names_get_short_socket_paths() {
-        let name = SessionName::parse(&"n".repeat(150)).unwrap();
-        let paths = crate::session::SessionPaths::new(Path::new("/tmp/agent-comms-0"), &name);
-        assert!(paths.socket.as_os_str().len() <= MAX_SOCKET_PATH);
-        assert!(paths.record.ends_with(format!("{name}.json")));
-    }
 }

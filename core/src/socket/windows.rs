@@ -32,8 +32,7 @@ use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_PIPE_BUSY};
 use windows_sys::Win32::Storage::FileSystem::SECURITY_IDENTIFICATION;
 use windows_sys::Win32::System::Pipes::WaitNamedPipeW;
 
-use super::{fnv1a, BindOutcome, SocketError};
-use crate::session::SessionName;
+use super::{BindOutcome, SocketError};
 
 /// A connection as the supervisor sees it.
 pub type Stream = NamedPipeServer;
@@ -43,23 +42,6 @@ pub type WriteHalf = tokio::io::WriteHalf<NamedPipeServer>;
 /// How long a client waits for a free pipe instance: one exists again as
 /// soon as the supervisor has accepted the connection before.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
-
-/// Pipe names are one namespace for the whole machine, so the name carries
-/// the user, and a digest of the runtime root and the session name (two
-/// roots, as tests use, must not meet; pipe names ignore case, session names
-/// do not).
-pub fn endpoint_path(root: &Path, name: &SessionName) -> PathBuf {
-    let user: String = std::env::var("USERNAME")
-        .unwrap_or_default()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-        .collect();
-    let key = format!("{}\0{name}", root.display());
-    PathBuf::from(format!(
-        r"\\.\pipe\agent-comms-{user}-{:016x}",
-        fnv1a(key.as_bytes())
-    ))
-}
 
 /// The pipe's name and the instance the next client will connect to.
 pub struct Listener {
