@@ -16,8 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agent_comms_core::adapter::monitor::{ActivityMonitor, AdapterSpec};
+use agent_comms_core::adapter::monitor::AdapterSpec;
 use agent_comms_core::adapter::{Activity, ScreenView};
+use agent_comms_core::plugin::load::monitor;
 use agent_comms_core::screen::ScreenModel;
 
 /// After the stream's last piece, the program must read idle by then.
@@ -171,7 +172,7 @@ fn spec(adapter: &str) -> AdapterSpec {
 fn replay(path: &Path) -> Result<usize, Vec<String>> {
     let file = path.file_name().unwrap().to_str().unwrap();
     let cast = load(path);
-    let mut monitor = ActivityMonitor::new(&spec(adapter_for(file)));
+    let mut monitor = monitor(&spec(adapter_for(file)));
     let mut model = ScreenModel::new(cast.rows, cast.cols);
     let base = Instant::now();
     let at = |secs: f64| base + Duration::from_secs_f64(secs);
@@ -271,7 +272,7 @@ fn a_detector_that_reads_only_the_screen_misreads_codex() {
     spec.text = blocks
         .filter(|b| !b.contains("\nosc =") && !b.contains("\ntitle ="))
         .fold(head, |text, b| text + "[[detect.rules]]" + b);
-    let mut monitor = ActivityMonitor::new(&spec);
+    let mut monitor = monitor(&spec);
     let mut model = ScreenModel::new(cast.rows, cast.cols);
     let busy = checkpoints(&cast)
         .into_iter()

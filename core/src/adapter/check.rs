@@ -1,9 +1,9 @@
 //! `adapters check`: a profile's own sample screens as a self-test.
 
 use super::detect::Rules;
+use super::hooks::{PluginError, PluginHooks};
 use super::profile::{Profile, Sample};
 use super::{Activity, ScreenView};
-use crate::plugin::{PluginError, PluginHooks};
 
 /// The outcome of one sample.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,6 +12,7 @@
 pub mod check;
 pub mod command;
 pub mod detect;
+pub mod hooks;
 pub mod input_line;
 pub mod monitor;
 pub mod profile;

@@ -12,9 +12,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::detect::{BusyDetector, Rules};
+use super::hooks::{PluginError, PluginHooks};
 use super::profile::Profile;
 use super::{Activity, ScreenView};
-use crate::plugin::PluginHooks;
 
 /// What a supervisor needs to build its monitor: the profile as text (it
 /// travels in the supervisor's start-up configuration) and where it came
@@ -60,29 +60,32 @@ pub struct ActivityMonitor {
 }
 
 impl ActivityMonitor {
-    /// Builds the monitor; a profile or plugin that fails to load is
-    /// reported in every answer rather than refusing the session.
-    pub fn new(spec: &AdapterSpec) -> Self {
-        let profile = Profile::parse(&spec.source, &spec.text);
+    /// Builds the monitor from the parsed profile and the plugin the
+    /// plugin host loaded for it (`None`: the profile names none). A
+    /// profile or plugin that failed to load is reported in every answer
+    /// rather than refusing the session.
+    pub fn new(
+        adapter: &str,
+        profile: Result<&Profile, &str>,
+        plugin: Option<Result<Box<dyn PluginHooks>, PluginError>>,
+    ) -> Self {
         let rules = profile
             .as_ref()
             .ok()
             .and_then(|p| p.detect.as_ref())
             .and_then(|d| Rules::new(d).ok());
         let debounce = rules.as_ref().map(Rules::debounce).unwrap_or_default();
-        let (plugin, plugin_error) = match (&profile, &spec.plugin) {
+        let (plugin, plugin_error) = match (profile, plugin) {
             (Err(e), _) => (None, Some(format!("profile: {e}"))),
             (Ok(_), None) => (None, None),
-            (Ok(p), Some(path)) => match crate::plugin::load::load(path, p) {
-                Ok(loaded) => (Some(loaded.plugin), None),
-                Err((_, e)) => {
-                    tracing::error!("{e}; using the profile's rules instead");
-                    (None, Some(e.to_string()))
-                }
-            },
+            (Ok(_), Some(Ok(plugin))) => (Some(plugin), None),
+            (Ok(_), Some(Err(e))) => {
+                tracing::error!("{e}; using the profile's rules instead");
+                (None, Some(e.to_string()))
+            }
         };
         Self {
-            adapter: spec.name.clone(),
+            adapter: adapter.to_owned(),
             rules,
             plugin,
             plugin_error,

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::native::{self, NativePlugin};
 use super::{PluginError, PluginHooks};
+use crate::adapter::monitor::{ActivityMonitor, AdapterSpec};
 use crate::adapter::Profile;
 
 /// A loaded plugin, where it was found, and how its code was come by.
@@ -35,6 +36,17 @@ pub fn load(path: &Path, profile: &Profile) -> Result<Loaded, (PathBuf, PluginEr
         path: found,
         how: "interface version and layout checked",
     })
+}
+
+/// The activity monitor for a session's adapter: its profile parsed from
+/// the spec, and its plugin, if it names one, loaded here.
+pub fn monitor(spec: &AdapterSpec) -> ActivityMonitor {
+    let profile = Profile::parse(&spec.source, &spec.text).map_err(|e| e.to_string());
+    let plugin = match (&profile, &spec.plugin) {
+        (Ok(p), Some(path)) => Some(load(path, p).map(|l| l.plugin).map_err(|(_, e)| e)),
+        _ => None,
+    };
+    ActivityMonitor::new(&spec.name, profile.as_ref().map_err(String::as_str), plugin)
 }
 
 /// Compiled code is cached under the user's home; the plugin may read only

@@ -166,8 +166,7 @@ impl State {
         let foreground = self
             .pty
             .foreground_group()
-            .and_then(|pgid| std::fs::read_to_string(format!("/proc/{pgid}/comm")).ok())
-            .map(|comm| comm.trim_end().to_owned())
+            .and_then(|pgid| crate::os::process_name(pgid as u32))
             .unwrap_or_default();
         let view = ScreenView {
             lines,
@@ -236,7 +235,7 @@ impl Supervisor {
     /// Must run inside a tokio runtime. On error nothing is left behind.
     pub fn start(config: SupervisorConfig) -> Result<Self, SupervisorError> {
         let root = ensure_runtime_root()?;
-        let registry = Registry::new(root);
+        let registry = Registry::new(root, socket::is_dialable);
         let mut replaced_stale = false;
         match registry.check(&config.name) {
             Some(Liveness::Live(_)) => return Err(SupervisorError::InUse(config.name)),
@@ -311,7 +310,7 @@ impl Supervisor {
             interactive_clients: 0,
             foreground_terminal: false,
             cells,
-            activity: config.adapter.as_ref().map(ActivityMonitor::new),
+            activity: config.adapter.as_ref().map(crate::plugin::load::monitor),
             input_line: InputLineReader::new(input.line.as_ref()),
             input_rule: input.line.is_some(),
             keyboard: keyboard::Keyboard::default(),
