@@ -93,126 +93,49 @@ impl PtyWriter {
 
 impl PtyProcess {
     /// Starts the child; its output, EOF and exit arrive on `events`.
+    ///
+    /// Three threads serve it, each blocking on one thing: the reader (the
+    /// child's output), the waiter (its exit) and the writer (input queued
+    /// by any caller, in order).
     pub fn spawn(spec: &SpawnSpec, events: mpsc::Sender<PtyEvent>) -> Result<Self, PtyError> {
         if !spec.cwd.is_dir() {
             return Err(PtyError::BadCwd(spec.cwd.display().to_string()));
         }
-        let program = spec.argv.first().cloned().unwrap_or_default();
-        let recorder = match &spec.record {
-            Some(path) => Some(
-                cast::CastRecorder::create(path, spec.rows, spec.cols, &spec.argv.join(" "))
-                    .map_err(|e| PtyError::Record {
-                        path: path.display().to_string(),
-                        reason: e.to_string(),
-                    })?,
-            ),
-            None => None,
-        };
+        let recorder = start_recording(spec)?;
         let pair = sys::open(size(spec.rows, spec.cols))?;
-        let mut cmd = CommandBuilder::from_argv(spec.argv.iter().map(Into::into).collect());
-        cmd.cwd(&spec.cwd);
-        if std::env::var_os("TERM").is_none() {
-            // A terminal program without TERM guesses badly; say what we are.
-            cmd.env("TERM", "xterm-256color");
-        }
-        for key in &spec.env_remove {
-            cmd.env_remove(key);
-        }
-        for (k, v) in &spec.env {
-            cmd.env(k, v);
-        }
-        let mut child = pair.slave.spawn_command(cmd).map_err(|e| PtyError::Spawn {
-            program: program.clone(),
-            // portable-pty explains a failed PATH search over several
-            // lines; errors are one line (and the detached launcher
-            // reads exactly one), so join them.
-            reason: e
-                .to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
-        })?;
+        let child = pair
+            .slave
+            .spawn_command(command(spec))
+            .map_err(|e| PtyError::Spawn {
+                program: spec.argv.first().cloned().unwrap_or_default(),
+                // portable-pty explains a failed PATH search over several
+                // lines; errors are one line (and the detached launcher
+                // reads exactly one), so join them.
+                reason: e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })?;
         // Our copy of the slave must close, or EOF never comes.
         drop(pair.slave);
         let pid = child.process_id().unwrap_or(0);
         let control = sys::Control::new(pid, &*child);
-
-        let mut reader = pair
+        let reader = pair
             .master
             .try_clone_reader()
             .map_err(|e| PtyError::Open(e.to_string()))?;
-        let out = events.clone();
         let waiting = sys::Waiting::new(&*pair.master);
-        let output_recorder = recorder.clone();
-        std::thread::Builder::new()
-            .name("pty-reader".into())
-            .spawn(move || {
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    match reader.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if let Some(r) = &output_recorder {
-                                lock(r).output(&buf[..n]);
-                            }
-                            if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, &waiting) {
-                                return;
-                            }
-                        }
-                    }
-                }
-                let _ = out.blocking_send(PtyEvent::Eof);
-            })?;
-
-        let waiter = events;
-        std::thread::Builder::new()
-            .name("pty-waiter".into())
-            .spawn(move || {
-                let info = match child.wait() {
-                    Ok(status) => match status.signal() {
-                        Some(sig) => ExitInfo {
-                            code: None,
-                            signal: Some(sig.to_owned()),
-                        },
-                        None => ExitInfo {
-                            code: Some(status.exit_code() as i32),
-                            signal: None,
-                        },
-                    },
-                    Err(_) => ExitInfo {
-                        code: None,
-                        signal: None,
-                    },
-                };
-                let _ = waiter.blocking_send(PtyEvent::Exited(info));
-            })?;
-
-        let mut writer = pair
+        read_output(reader, waiting, events.clone(), recorder.clone())?;
+        wait_for_exit(child, events)?;
+        let writer = pair
             .master
             .take_writer()
             .map_err(|e| PtyError::Open(e.to_string()))?;
-        let (input, input_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-        let input_recorder = recorder.clone();
-        std::thread::Builder::new()
-            .name("pty-writer".into())
-            .spawn(move || {
-                for chunk in input_rx {
-                    if let Some(r) = &input_recorder {
-                        lock(r).input(&chunk);
-                    }
-                    if writer
-                        .write_all(&chunk)
-                        .and_then(|_| writer.flush())
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            })?;
-
+        let input = write_input(writer, recorder.clone())?;
         Ok(Self {
             master: pair.master,
-            input: PtyWriter(input),
+            input,
             pid,
             control,
             recorder,
@@ -259,6 +182,120 @@ impl PtyProcess {
     pub fn kill(&self) {
         self.control.kill(&*self.master);
     }
+}
+
+/// The asciicast recorder `spec` asks for, created before the child starts
+/// so that a bad path refuses the session.
+fn start_recording(spec: &SpawnSpec) -> Result<Option<cast::SharedRecorder>, PtyError> {
+    let Some(path) = &spec.record else {
+        return Ok(None);
+    };
+    cast::CastRecorder::create(path, spec.rows, spec.cols, &spec.argv.join(" "))
+        .map(Some)
+        .map_err(|e| PtyError::Record {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+fn command(spec: &SpawnSpec) -> CommandBuilder {
+    let mut cmd = CommandBuilder::from_argv(spec.argv.iter().map(Into::into).collect());
+    cmd.cwd(&spec.cwd);
+    if std::env::var_os("TERM").is_none() {
+        // A terminal program without TERM guesses badly; say what we are.
+        cmd.env("TERM", "xterm-256color");
+    }
+    for key in &spec.env_remove {
+        cmd.env_remove(key);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// The reader thread: the child's output, recorded, then EOF.
+fn read_output(
+    mut reader: Box<dyn Read + Send>,
+    waiting: sys::Waiting,
+    out: mpsc::Sender<PtyEvent>,
+    recorder: Option<cast::SharedRecorder>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("pty-reader".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if let Some(r) = &recorder {
+                            lock(r).output(&buf[..n]);
+                        }
+                        if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, &waiting) {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = out.blocking_send(PtyEvent::Eof);
+        })
+        .map(drop)
+}
+
+/// The waiter thread: how the child ended.
+fn wait_for_exit(
+    mut child: Box<dyn portable_pty::Child + Send + Sync>,
+    out: mpsc::Sender<PtyEvent>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("pty-waiter".into())
+        .spawn(move || {
+            let info = match child.wait() {
+                Ok(status) => match status.signal() {
+                    Some(sig) => ExitInfo {
+                        code: None,
+                        signal: Some(sig.to_owned()),
+                    },
+                    None => ExitInfo {
+                        code: Some(status.exit_code() as i32),
+                        signal: None,
+                    },
+                },
+                Err(_) => ExitInfo {
+                    code: None,
+                    signal: None,
+                },
+            };
+            let _ = out.blocking_send(PtyEvent::Exited(info));
+        })
+        .map(drop)
+}
+
+/// The writer thread: queued input, in order, recorded. A child that stops
+/// reading blocks only this thread.
+fn write_input(
+    mut writer: Box<dyn Write + Send>,
+    recorder: Option<cast::SharedRecorder>,
+) -> std::io::Result<PtyWriter> {
+    let (input, queued) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::Builder::new()
+        .name("pty-writer".into())
+        .spawn(move || {
+            for chunk in queued {
+                if let Some(r) = &recorder {
+                    lock(r).input(&chunk);
+                }
+                if writer
+                    .write_all(&chunk)
+                    .and_then(|_| writer.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })?;
+    Ok(PtyWriter(input))
 }
 
 fn lock(recorder: &cast::SharedRecorder) -> std::sync::MutexGuard<'_, cast::CastRecorder> {
