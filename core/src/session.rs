@@ -102,7 +102,7 @@ impl SessionKind {
 }
 
 /// The on-disk record of a live session (`<root>/<name>.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
     pub name: SessionName,
     pub kind: SessionKind,

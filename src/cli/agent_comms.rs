@@ -208,31 +208,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 
 fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
     match cmd {
-        SessionCommand::New { name, spawn, json } => {
-            let config = config(&name, spawn)?;
-            let record = super::launch::start_detached(&config)?;
-            if json {
-                println!("{}", serde_json::to_string(&record)?);
-            } else {
-                println!("started session {} (pid {})", record.name, record.pid);
-            }
-            Ok(0)
-        }
+        SessionCommand::New { name, spawn, json } => new(&name, spawn, json),
         SessionCommand::Run { name, spawn } => {
-            let config = config(&name, spawn)?;
-            let info = run_foreground(config, None, |_| {})?;
+            let info = run_foreground(config(&name, spawn)?, None, |_| {})?;
             Ok(info.code.unwrap_or(128 + 1))
         }
         SessionCommand::Ls { json } => list(json),
-        SessionCommand::Attach { name, detach_key } => {
-            let key = match key_bytes(&detach_key)?.as_slice() {
-                [b] => *b,
-                _ => bail!("detach key {detach_key} is not a single byte; use a control key such as C-\\ or C-]"),
-            };
-            let (client, _) = connect(&name)?;
-            eprintln!("[attached to {name}; detach with {detach_key}]\r");
-            report_end(&name, stream(client, StreamMode::Interactive, key)?)
-        }
+        SessionCommand::Attach { name, detach_key } => attach(&name, &detach_key),
         SessionCommand::Watch { name } => {
             let (client, _) = connect(&name)?;
             report_end(
@@ -240,63 +222,9 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
                 stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?,
             )
         }
-        SessionCommand::Snapshot { name, json } => {
-            let (mut client, _) = connect(&name)?;
-            let Response::Snapshot(snap) = client.request(Request::Snapshot)? else {
-                bail!("unexpected reply to snapshot");
-            };
-            if json {
-                println!("{}", serde_json::to_string(&snap)?);
-            } else {
-                let last = snap
-                    .lines
-                    .iter()
-                    .rposition(|l| !l.is_empty())
-                    .map_or(0, |i| i + 1);
-                for line in &snap.lines[..last] {
-                    println!("{line}");
-                }
-            }
-            Ok(0)
-        }
-        SessionCommand::Activity { name, json } => {
-            let (mut client, _) = connect(&name)?;
-            let Response::Activity(report) = client.request(Request::Activity)? else {
-                bail!("unexpected reply to activity");
-            };
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                let by = match report.by {
-                    Classifier::Plugin => "its plugin",
-                    Classifier::Rules => "its rules",
-                    Classifier::Nothing => "nothing: it has no rules",
-                };
-                println!(
-                    "{} ({} adapter, read by {by})",
-                    report.activity.as_str(),
-                    report.adapter
-                );
-                if let Some(e) = &report.plugin_error {
-                    println!("plugin not used: {e}");
-                }
-            }
-            Ok(0)
-        }
-        SessionCommand::Send { name, keys, text } => {
-            let data = if keys {
-                let mut bytes = Vec::new();
-                for k in &text {
-                    bytes.extend(key_bytes(k)?);
-                }
-                String::from_utf8(bytes).expect("key bytes are ASCII")
-            } else {
-                text.join(" ")
-            };
-            let (mut client, _) = connect(&name)?;
-            client.request(Request::Write { data })?;
-            Ok(0)
-        }
+        SessionCommand::Snapshot { name, json } => snapshot(&name, json),
+        SessionCommand::Activity { name, json } => activity(&name, json),
+        SessionCommand::Send { name, keys, text } => send(&name, keys, &text),
         SessionCommand::Deliver {
             name,
             options,
@@ -305,28 +233,110 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             let (client, _) = connect(&name)?;
             super::runtime::deliver_with(client, &name, options, text)
         }
-        SessionCommand::Kill { name, grace, json } => {
-            let (mut client, record) = connect(&name)?;
-            let grace_ms = (grace.max(0.0) * 1000.0) as u64;
-            let info = match client.request(Request::Kill { grace_ms })? {
-                Response::Exited(info) => info,
-                other => bail!("unexpected reply to kill: {other:?}"),
-            };
-            agent_comms_core::session::wait_gone(
-                record.supervisor_pid,
-                std::time::Duration::from_secs(5),
-            );
-            if json {
-                println!(
-                    "{}",
-                    json!({"name": name, "exit_code": info.code, "signal": info.signal})
-                );
-            } else {
-                println!("killed session {name} ({info})");
-            }
-            Ok(0)
-        }
+        SessionCommand::Kill { name, grace, json } => kill(&name, grace, json),
     }
+}
+
+fn new(name: &str, spawn: SpawnArgs, json: bool) -> anyhow::Result<i32> {
+    let record = super::launch::start_detached(&config(name, spawn)?)?;
+    if json {
+        println!("{}", serde_json::to_string(&record)?);
+    } else {
+        println!("started session {} (pid {})", record.name, record.pid);
+    }
+    Ok(0)
+}
+
+fn attach(name: &str, detach_key: &str) -> anyhow::Result<i32> {
+    let key = match key_bytes(detach_key)?.as_slice() {
+        [b] => *b,
+        _ => bail!(
+            "detach key {detach_key} is not a single byte; use a control key such as C-\\ or C-]"
+        ),
+    };
+    let (client, _) = connect(name)?;
+    eprintln!("[attached to {name}; detach with {detach_key}]\r");
+    report_end(name, stream(client, StreamMode::Interactive, key)?)
+}
+
+fn snapshot(name: &str, json: bool) -> anyhow::Result<i32> {
+    let (mut client, _) = connect(name)?;
+    let Response::Snapshot(snap) = client.request(Request::Snapshot)? else {
+        bail!("unexpected reply to snapshot");
+    };
+    if json {
+        println!("{}", serde_json::to_string(&snap)?);
+        return Ok(0);
+    }
+    let last = snap
+        .lines
+        .iter()
+        .rposition(|l| !l.is_empty())
+        .map_or(0, |i| i + 1);
+    for line in &snap.lines[..last] {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+fn activity(name: &str, json: bool) -> anyhow::Result<i32> {
+    let (mut client, _) = connect(name)?;
+    let Response::Activity(report) = client.request(Request::Activity)? else {
+        bail!("unexpected reply to activity");
+    };
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(0);
+    }
+    let by = match report.by {
+        Classifier::Plugin => "its plugin",
+        Classifier::Rules => "its rules",
+        Classifier::Nothing => "nothing: it has no rules",
+    };
+    println!(
+        "{} ({} adapter, read by {by})",
+        report.activity.as_str(),
+        report.adapter
+    );
+    if let Some(e) = &report.plugin_error {
+        println!("plugin not used: {e}");
+    }
+    Ok(0)
+}
+
+/// `session send`: the text as is, or named keys.
+fn send(name: &str, keys: bool, text: &[String]) -> anyhow::Result<i32> {
+    let data = if keys {
+        let mut bytes = Vec::new();
+        for k in text {
+            bytes.extend(key_bytes(k)?);
+        }
+        String::from_utf8(bytes).expect("key bytes are ASCII")
+    } else {
+        text.join(" ")
+    };
+    let (mut client, _) = connect(name)?;
+    client.request(Request::Write { data })?;
+    Ok(0)
+}
+
+fn kill(name: &str, grace: f64, json: bool) -> anyhow::Result<i32> {
+    let (mut client, record) = connect(name)?;
+    let grace_ms = (grace.max(0.0) * 1000.0) as u64;
+    let info = match client.request(Request::Kill { grace_ms })? {
+        Response::Exited(info) => info,
+        other => bail!("unexpected reply to kill: {other:?}"),
+    };
+    agent_comms_core::session::wait_gone(record.supervisor_pid, std::time::Duration::from_secs(5));
+    if json {
+        println!(
+            "{}",
+            json!({"name": name, "exit_code": info.code, "signal": info.signal})
+        );
+    } else {
+        println!("killed session {name} ({info})");
+    }
+    Ok(0)
 }
 
 fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
@@ -408,12 +418,12 @@ fn list(json: bool) -> anyhow::Result<i32> {
         for i in &infos {
             println!(
                 "{:<20} {:<11} {:>8} {:>7}  {:<24} {}",
-                i.name,
-                i.kind.as_str(),
-                i.pid,
+                i.record.name,
+                i.record.kind.as_str(),
+                i.record.pid,
                 i.clients,
-                i.started,
-                i.command
+                i.record.started,
+                i.record.command
             );
         }
     }

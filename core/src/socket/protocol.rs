@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::SessionKind;
+use crate::session::SessionRecord;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -118,13 +118,10 @@ pub enum Event {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionInfo {
-    pub name: String,
-    pub kind: SessionKind,
-    pub pid: u32,
-    pub supervisor_pid: u32,
-    pub command: String,
-    pub cwd: String,
-    pub started: String,
+    /// What the supervisor wrote on disk; its fields are this object's own
+    /// on the wire (`name`, `kind`, `pid` …).
+    #[serde(flatten)]
+    pub record: SessionRecord,
     /// Attach and watch clients connected now.
     pub clients: u32,
     pub rows: u16,

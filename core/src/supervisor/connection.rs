@@ -186,7 +186,7 @@ impl Connection {
     /// Wakes the runtime's inbox; with `wait_for`, answers once that
     /// message's delivery attempt ended.
     async fn nudge(&mut self, wait_for: Option<String>, timeout_ms: u64) -> Response {
-        if self.shared.lock().info.kind != crate::session::SessionKind::Interactive {
+        if self.shared.lock().info.record.kind != crate::session::SessionKind::Interactive {
             let message = "this session is not an interactive runtime; it has no inbox".into();
             return Response::Error { message };
         }

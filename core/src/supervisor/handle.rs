@@ -48,7 +48,7 @@ impl SessionHandle {
 
     /// The program's pid.
     pub fn child_pid(&self) -> u32 {
-        self.shared.lock().info.pid
+        self.shared.lock().info.record.pid
     }
 
     /// Ends the program (as `session kill` does); the supervisor then exits.

@@ -118,6 +118,45 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// The state of a session whose child just started: the screen model
+    /// answers queries until a terminal attaches, and a `k` session's cell
+    /// engine starts its set-up.
+    fn new(
+        config: &SupervisorConfig,
+        record: SessionRecord,
+        pty: PtyProcess,
+        notes: mpsc::UnboundedSender<EngineNote>,
+    ) -> Self {
+        let input = adapter_input(config.adapter.as_ref());
+        let mut model = ScreenModel::new(config.spawn.rows, config.spawn.cols);
+        model.set_answer_queries(true);
+        let mut cells = config
+            .cells
+            .as_ref()
+            .map(|c| CellEngine::new(config.name.clone(), c.clone(), pty.writer(), notes));
+        if let Some(cells) = cells.as_mut() {
+            cells.start();
+        }
+        Self {
+            model,
+            info: SessionInfo {
+                record,
+                clients: 0,
+                rows: config.spawn.rows,
+                cols: config.spawn.cols,
+            },
+            pty,
+            interactive_clients: 0,
+            foreground_terminal: false,
+            cells,
+            activity: config.adapter.as_ref().map(crate::plugin::load::monitor),
+            input_line: InputLineReader::new(input.line.as_ref()),
+            input_rule: input.line.is_some(),
+            keyboard: keyboard::Keyboard::default(),
+            last_output: std::time::Instant::now(),
+        }
+    }
+
     /// The screen model answers terminal queries only while no real terminal
     /// can: never two answers to one query.
     fn update_responder(&mut self) {
@@ -138,7 +177,7 @@ impl State {
     /// The cell engine, or the error a request for cells gets in a session
     /// that does not run them.
     pub fn cells_mut(&mut self) -> Result<&mut CellEngine, String> {
-        let name = &self.info.name;
+        let name = &self.info.record.name;
         match self.cells.as_mut() {
             Some(c) => Ok(c),
             None => Err(format!(
@@ -159,7 +198,7 @@ impl State {
         let Some(monitor) = self.activity.as_mut() else {
             return Err(format!(
                 "session '{}' has no adapter to read its screen; start it with --provider NAME (see: agent-comms adapters list)",
-                self.info.name
+                self.info.record.name
             ));
         };
         let osc: Vec<Vec<u8>> = self.model.recent_osc().map(<[u8]>::to_vec).collect();
@@ -215,6 +254,67 @@ impl Shared {
     }
 }
 
+/// Binds the session's endpoint: refused while a live supervisor holds the
+/// name; a stale record or socket is replaced (the bool says so).
+fn claim_endpoint(
+    registry: &Registry,
+    name: &SessionName,
+) -> Result<(socket::Listener, bool), SupervisorError> {
+    let in_use = || SupervisorError::InUse(name.clone());
+    let mut replaced_stale = false;
+    match registry.check(name) {
+        Some(Liveness::Live(_)) => return Err(in_use()),
+        Some(Liveness::Stale(_)) => replaced_stale = true,
+        None => {}
+    }
+    match socket::bind(&registry.paths(name).socket) {
+        Ok((listener, outcome)) => Ok((
+            listener,
+            replaced_stale || outcome == BindOutcome::ReplacedStale,
+        )),
+        Err(SocketError::InUse(_)) => Err(in_use()),
+        Err(SocketError::Bind { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+            Err(in_use())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Starts the child and writes the session record beside the endpoint;
+/// on failure removes the socket (and ends the child) again.
+fn start_child(
+    config: &SupervisorConfig,
+    paths: &SessionPaths,
+    events: mpsc::Sender<PtyEvent>,
+) -> Result<(PtyProcess, SessionRecord), SupervisorError> {
+    let pty = match PtyProcess::spawn(&config.spawn, events) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = std::fs::remove_file(&paths.socket);
+            return Err(e.into());
+        }
+    };
+    let record = SessionRecord {
+        name: config.name.clone(),
+        kind: config.kind,
+        pid: pty.pid(),
+        supervisor_pid: std::process::id(),
+        command: config.command_line.clone(),
+        cwd: config.spawn.cwd.display().to_string(),
+        started: now_iso(),
+        socket: paths.socket.clone(),
+    };
+    if let Err(source) = write_record(paths, &record) {
+        pty.kill();
+        let _ = std::fs::remove_file(&paths.socket);
+        return Err(SupervisorError::Record {
+            path: paths.record.clone(),
+            source,
+        });
+    }
+    Ok((pty, record))
+}
+
 /// A supervisor whose child runs and whose socket listens.
 pub struct Supervisor {
     shared: Shared,
@@ -234,97 +334,21 @@ impl Supervisor {
     /// Binds the endpoint, starts the child and writes the session record.
     /// Must run inside a tokio runtime. On error nothing is left behind.
     pub fn start(config: SupervisorConfig) -> Result<Self, SupervisorError> {
-        let root = ensure_runtime_root()?;
-        let registry = Registry::new(root, socket::is_dialable);
-        let mut replaced_stale = false;
-        match registry.check(&config.name) {
-            Some(Liveness::Live(_)) => return Err(SupervisorError::InUse(config.name)),
-            Some(Liveness::Stale(_)) => replaced_stale = true,
-            None => {}
-        }
+        let registry = Registry::new(ensure_runtime_root()?, socket::is_dialable);
+        let (listener, replaced_stale) = claim_endpoint(&registry, &config.name)?;
         let paths = registry.paths(&config.name);
-        let (listener, outcome) = match socket::bind(&paths.socket) {
-            Ok(ok) => ok,
-            Err(SocketError::InUse(_)) => return Err(SupervisorError::InUse(config.name)),
-            Err(SocketError::Bind { source, .. })
-                if source.kind() == std::io::ErrorKind::AddrInUse =>
-            {
-                return Err(SupervisorError::InUse(config.name))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        replaced_stale |= outcome == BindOutcome::ReplacedStale;
-
         // Few slots: in a flood the reader merges what waits into one chunk
         // (see pty::send_coalesced), so this bounds the bytes in flight.
         let (events_tx, events) = mpsc::channel(PTY_QUEUE);
-        let spawn = config.spawn.clone();
-        let pty = match PtyProcess::spawn(&spawn, events_tx) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = std::fs::remove_file(&paths.socket);
-                return Err(e.into());
-            }
-        };
-        let record = SessionRecord {
-            name: config.name.clone(),
-            kind: config.kind,
-            pid: pty.pid(),
-            supervisor_pid: std::process::id(),
-            command: config.command_line.clone(),
-            cwd: spawn.cwd.display().to_string(),
-            started: now_iso(),
-            socket: paths.socket.clone(),
-        };
-        if let Err(source) = write_record(&paths, &record) {
-            pty.kill();
-            let _ = std::fs::remove_file(&paths.socket);
-            return Err(SupervisorError::Record {
-                path: paths.record.clone(),
-                source,
-            });
-        }
-        let input = adapter_input(config.adapter.as_ref());
-        let mut model = ScreenModel::new(spawn.rows, spawn.cols);
-        model.set_answer_queries(true);
+        let (pty, record) = start_child(&config, &paths, events_tx)?;
         let (notes_tx, notes) = mpsc::unbounded_channel();
-        let cells = config
-            .cells
-            .as_ref()
-            .map(|c| CellEngine::new(config.name.clone(), c.clone(), pty.writer(), notes_tx));
-        let mut state = State {
-            model,
-            info: SessionInfo {
-                name: record.name.to_string(),
-                kind: record.kind,
-                pid: record.pid,
-                supervisor_pid: record.supervisor_pid,
-                command: record.command.clone(),
-                cwd: record.cwd.clone(),
-                started: record.started.clone(),
-                clients: 0,
-                rows: spawn.rows,
-                cols: spawn.cols,
-            },
-            pty,
-            interactive_clients: 0,
-            foreground_terminal: false,
-            cells,
-            activity: config.adapter.as_ref().map(crate::plugin::load::monitor),
-            input_line: InputLineReader::new(input.line.as_ref()),
-            input_rule: input.line.is_some(),
-            keyboard: keyboard::Keyboard::default(),
-            last_output: std::time::Instant::now(),
-        };
-        if let Some(cells) = state.cells.as_mut() {
-            cells.start();
-        }
+        let state = State::new(&config, record.clone(), pty, notes_tx);
         let (exit_tx, exit) = watch::channel(None);
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
         let (output, _) = broadcast::channel(CLIENT_BUFFER);
         let changed = Arc::new(Notify::new());
         let style = DeliveryStyle {
-            input,
+            input: adapter_input(config.adapter.as_ref()),
             keyboard_quiet: Duration::from_millis(config.keyboard_quiet_ms),
         };
         Ok(Self {
