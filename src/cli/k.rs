@@ -188,24 +188,49 @@ fn positive(raw: Option<&String>, flag: &str, usage: &str, out: &mut dyn Write) 
     }
 }
 
-fn new(rest: &[String], out: &mut dyn Write) -> i32 {
-    let name = valid_name(&rest[0]);
-    let mut prompt: Option<String> = None;
-    let mut record: Option<PathBuf> = None;
-    let mut words = Vec::new();
-    for a in &rest[1..] {
-        if let Some(p) = a.strip_prefix("--prompt=") {
-            prompt = Some(p.to_owned());
-        } else if let Some(path) = a.strip_prefix("--record=") {
-            let path = Path::new(path);
-            record = Some(match std::env::current_dir() {
-                Ok(cwd) if path.is_relative() => cwd.join(path),
-                _ => path.to_owned(),
-            });
+/// `k new`'s words: `--prompt=X`, `--record=FILE` and the command.
+struct NewArgs<'a> {
+    prompt: Option<String>,
+    record: Option<PathBuf>,
+    words: Vec<&'a str>,
+}
+
+impl<'a> NewArgs<'a> {
+    fn parse(rest: &'a [String]) -> Self {
+        let mut args = Self {
+            prompt: None,
+            record: None,
+            words: Vec::new(),
+        };
+        for a in rest {
+            if let Some(p) = a.strip_prefix("--prompt=") {
+                args.prompt = Some(p.to_owned());
+            } else if let Some(path) = a.strip_prefix("--record=") {
+                let path = Path::new(path);
+                args.record = Some(match std::env::current_dir() {
+                    Ok(cwd) if path.is_relative() => cwd.join(path),
+                    _ => path.to_owned(),
+                });
+            } else {
+                args.words.push(a.as_str());
+            }
+        }
+        args
+    }
+
+    /// The command to run (default: bash).
+    fn command_line(&self) -> String {
+        if self.words.is_empty() {
+            "bash".to_owned()
         } else {
-            words.push(a.as_str());
+            self.words.join(" ")
         }
     }
+}
+
+fn new(rest: &[String], out: &mut dyn Write) -> i32 {
+    let name = valid_name(&rest[0]);
+    let args = NewArgs::parse(&rest[1..]);
     let registry = match ensure_runtime_root() {
         Ok(root) => Registry::new(root, is_dialable),
         Err(e) => return err(out, &e.to_string()),
@@ -223,60 +248,60 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
         let _ = writeln!(out, "OK {name} (alive)");
         return 0;
     }
-    let frame = match prompt.as_deref().map(parse_prompt).transpose() {
+    let frame = match args.prompt.as_deref().map(parse_prompt).transpose() {
         Ok(f) => f,
         Err(message) => return err(out, &message),
     };
-    let command_line = if words.is_empty() {
-        "bash".to_owned()
-    } else {
-        words.join(" ")
-    };
+    let command_line = args.command_line();
     if let Some(program) = missing_program(&command_line) {
         return err(out, &format!("create failed: command not found: {program}"));
     }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let files_dir = registry.root().join(format!("{name}.cells"));
-    let config = SupervisorConfig {
+    let config = cell_session(&name, command_line, args.record, frame, files_dir);
+    if let Err(e) = super::launch::start_detached(&config) {
+        return err(out, &format!("create failed: {e:#}"));
+    }
+    match config.cells.as_ref().map(|c| &c.frame) {
+        Some(FrameMode::Prompt(p)) => writeln!(out, "OK {name} prompt={}", py_repr(p)),
+        Some(FrameMode::Hook(h)) => writeln!(
+            out,
+            "OK {name} prompt={}",
+            py_repr(&h.display().to_string())
+        ),
+        _ => writeln!(out, "OK {name}"),
+    }
+    .map_or(1, |_| 0)
+}
+
+/// The supervisor configuration of a `k` session running `command_line`.
+fn cell_session(
+    name: &SessionName,
+    command_line: String,
+    record: Option<PathBuf>,
+    frame: Option<FrameMode>,
+    files_dir: PathBuf,
+) -> SupervisorConfig {
+    let profile = agent_comms_adapters::registry()
+        .for_command(&command_line)
+        .map(|entry| entry.profile.clone());
+    SupervisorConfig {
         name: name.clone(),
         kind: SessionKind::Cell,
         spawn: SpawnSpec {
             argv: shell_argv(&command_line),
-            cwd,
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             env: Vec::new(),
             env_remove: vec!["K_SESSION".into()],
             rows: 50,
             cols: 200,
             record,
         },
-        command_line: command_line.clone(),
+        command_line,
         kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
-        cells: Some(CellsConfig::for_command(
-            agent_comms_adapters::registry()
-                .for_command(&command_line)
-                .map(|entry| &entry.profile),
-            frame,
-            files_dir,
-        )),
+        cells: Some(CellsConfig::for_command(profile.as_ref(), frame, files_dir)),
         adapter: None,
         keyboard_quiet_ms: agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS,
-    };
-    if let Err(e) = super::launch::start_detached(&config) {
-        return err(out, &format!("create failed: {e:#}"));
     }
-    match prompt {
-        Some(_) => match &config.cells.as_ref().expect("set above").frame {
-            FrameMode::Prompt(p) => writeln!(out, "OK {name} prompt={}", py_repr(p)),
-            FrameMode::Hook(h) => writeln!(
-                out,
-                "OK {name} prompt={}",
-                py_repr(&h.display().to_string())
-            ),
-            _ => unreachable!("a --prompt gives prompt or hook mode"),
-        },
-        None => writeln!(out, "OK {name}"),
-    }
-    .map_or(1, |_| 0)
 }
 
 /// `--prompt=X`: a hook when X names a path (made absolute and checked

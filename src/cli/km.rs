@@ -69,88 +69,122 @@ fn emit_error(session: &SessionName, message: &str) -> i32 {
 }
 
 fn monitor(session: &SessionName, cell_id: Option<&str>, oneshot: bool) -> i32 {
+    let mut client = match subscribe(session, oneshot) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut watch = Watch {
+        session,
+        cell_id,
+        oneshot,
+        replaying: oneshot,
+        tracker: Completions::new(cell_id),
+    };
+    loop {
+        let Ok(frame) = client.read_frame() else {
+            emit_closed(session);
+            return 1;
+        };
+        let ended = match frame.message {
+            Message::Event(Event::Cell(e)) => watch.on_event(e),
+            // The subscription's acknowledgement ends the replayed history.
+            Message::Response(_) => watch.on_replay_end(),
+            _ => None,
+        };
+        if let Some(code) = ended {
+            return code;
+        }
+    }
+}
+
+/// Connects and subscribes to the session's cell events (with the history
+/// for `-1`); an error has been emitted when it returns the exit code.
+fn subscribe(session: &SessionName, history: bool) -> Result<Client, i32> {
     let mut client = match Client::for_session(session) {
         Ok((c, _)) => c,
         Err(ClientError::Session(SessionError::NotFound(_)) | ClientError::Stale { .. }) => {
-            return emit_error(
+            return Err(emit_error(
                 session,
                 &format!("no session '{session}'; use k new {session} bash"),
-            )
+            ))
         }
-        Err(e) => return emit_error(session, &e.to_string()),
+        Err(e) => return Err(emit_error(session, &e.to_string())),
     };
-    if let Err(e) = client.send(Message::Request(Request::Subscribe {
-        history: oneshot,
+    let subscribe = Request::Subscribe {
+        history,
         lines: false,
-    })) {
-        return emit_error(session, &e.to_string());
+    };
+    match client.send(Message::Request(subscribe)) {
+        Ok(_) => Ok(client),
+        Err(e) => Err(emit_error(session, &e.to_string())),
     }
-    let mut tracker = Completions::new(cell_id);
-    let mut replaying = oneshot;
-    loop {
-        let frame = match client.read_frame() {
-            Ok(f) => f,
-            Err(_) => {
-                emit_closed(session);
-                return 1;
-            }
-        };
-        let event = match frame.message {
-            Message::Event(Event::Cell(e)) => e,
-            // The subscription's acknowledgement ends the replayed history.
-            Message::Response(_) => {
-                if replaying {
-                    replaying = false;
-                    if let Some((id, status, ts)) = tracker.latest.take() {
-                        emit_cell(session, &id, status, &ts);
-                        return 0;
-                    }
-                }
-                continue;
-            }
-            _ => continue,
-        };
+}
+
+/// One `km` run: which events it prints, and when it ends.
+struct Watch<'a> {
+    session: &'a SessionName,
+    cell_id: Option<&'a str>,
+    /// `-1`: the first completion ends it.
+    oneshot: bool,
+    /// The history is still being replayed.
+    replaying: bool,
+    tracker: Completions<'a>,
+}
+
+impl Watch<'_> {
+    /// The history ends: `-1` prints the latest completion it held.
+    fn on_replay_end(&mut self) -> Option<i32> {
+        if !std::mem::take(&mut self.replaying) {
+            return None;
+        }
+        let (id, status, ts) = self.tracker.latest.take()?;
+        emit_cell(self.session, &id, status, &ts);
+        Some(0)
+    }
+
+    /// Prints `event` if it is wanted; `Some(code)` ends the run.
+    fn on_event(&mut self, event: CellEvent) -> Option<i32> {
+        let session = self.session;
         match event {
             CellEvent::Cell {
                 cell_id: id,
                 status,
                 ts,
             } => {
-                if replaying {
-                    tracker.replay(&id, status, &ts);
+                if self.replaying {
+                    self.tracker.replay(&id, status, &ts);
                     // The given cell's completion ends it at once; without a
                     // cell id the latest completion wins, at the end of the
                     // replay (so only take it here when an id was given).
-                    if let Some(done) = cell_id.and_then(|_| tracker.latest.take()) {
-                        emit_cell(session, &done.0, done.1, &done.2);
-                        return 0;
-                    }
-                    continue;
+                    let (id, status, ts) = self.cell_id.and_then(|_| self.tracker.latest.take())?;
+                    emit_cell(session, &id, status, &ts);
+                    return Some(0);
                 }
-                if cell_id.is_some_and(|c| c != id) {
-                    continue;
+                if self.cell_id.is_some_and(|c| c != id) {
+                    return None;
                 }
                 emit_cell(session, &id, status, &ts);
-                if oneshot && status != CellState::Fired {
-                    return 0;
-                }
+                (self.oneshot && status != CellState::Fired).then_some(0)
             }
-            CellEvent::Notify { from, message, ts } if !replaying => emit(&[
-                ("session", session.as_str().into()),
-                ("status", "notify".into()),
-                ("from", from.into()),
-                ("message", message.into()),
-                ("ts", ts.into()),
-            ]),
-            CellEvent::Closed { ts } if !replaying => {
+            CellEvent::Notify { from, message, ts } if !self.replaying => {
+                emit(&[
+                    ("session", session.as_str().into()),
+                    ("status", "notify".into()),
+                    ("from", from.into()),
+                    ("message", message.into()),
+                    ("ts", ts.into()),
+                ]);
+                None
+            }
+            CellEvent::Closed { ts } if !self.replaying => {
                 emit(&[
                     ("session", session.as_str().into()),
                     ("status", "closed".into()),
                     ("ts", ts.into()),
                 ]);
-                return 1;
+                Some(1)
             }
-            _ => {}
+            _ => None,
         }
     }
 }

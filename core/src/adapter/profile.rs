@@ -377,19 +377,10 @@ impl Profile {
     }
 
     fn validate(&self, file: &str, text: &str) -> Result<(), ProfileError> {
-        let at = |offset: usize, message: String| {
-            let (line, column) = line_col(text, offset);
-            ProfileError {
-                file: file.to_owned(),
-                line,
-                column,
-                message,
-            }
-        };
+        let source = Source { file, text };
         if self.schema != SCHEMA {
-            let offset = text.find("schema").unwrap_or(0);
-            return Err(at(
-                offset,
+            return Err(source.error(
+                text.find("schema").unwrap_or(0),
                 format!(
                     "schema {} is not supported (this agent-comms reads schema {SCHEMA})",
                     self.schema
@@ -397,66 +388,19 @@ impl Profile {
             ));
         }
         if self.commands.is_empty() && self.plugin.is_none() {
-            let offset = text.find("commands").unwrap_or(0);
-            return Err(at(
-                offset,
+            return Err(source.error(
+                text.find("commands").unwrap_or(0),
                 "commands: list at least one program this profile claims".into(),
             ));
         }
         if let Some(detect) = &self.detect {
-            for (i, rule) in detect.rules.iter().enumerate() {
-                for (field, pattern) in [
-                    ("screen", &rule.screen),
-                    ("title", &rule.title),
-                    ("osc", &rule.osc),
-                    ("process", &rule.process),
-                ] {
-                    if let Some(p) = pattern {
-                        if let Err(e) = regex::Regex::new(p.get_ref()) {
-                            return Err(at(
-                                p.span().start,
-                                format!("detect.rules[{i}].{field}: {}", regex_problem(&e)),
-                            ));
-                        }
-                    }
-                }
-                if [&rule.screen, &rule.title, &rule.osc, &rule.process]
-                    .iter()
-                    .all(|p| p.is_none())
-                {
-                    let offset = text.find("[[detect.rules]]").unwrap_or(0);
-                    return Err(at(
-                        offset,
-                        format!("detect.rules[{i}]: give one of screen, title, osc or process"),
-                    ));
-                }
-            }
+            validate_rules(&detect.rules, &source)?;
         }
         if let Some(line) = &self.input.line {
-            for (field, pattern) in [
-                ("pattern", Some(&line.pattern)),
-                ("continuation", line.continuation.as_ref()),
-            ] {
-                let Some(pattern) = pattern else { continue };
-                match regex::Regex::new(pattern.get_ref()) {
-                    Err(e) => {
-                        return Err(at(
-                            pattern.span().start,
-                            format!("input.line.{field}: {}", regex_problem(&e)),
-                        ));
-                    }
-                    Ok(re) if re.captures_len() < 2 => {
-                        return Err(at(
-                            pattern.span().start,
-                            format!("input.line.{field}: capture what the line holds, e.g. '^> (?P<text>.*)'"),
-                        ));
-                    }
-                    Ok(_) => {}
-                }
-            }
+            validate_input_line(line, &source)?;
         }
         if self.kind == Kind::Repl && self.repl.is_none() {
-            return Err(at(0, "kind = \"repl\" needs a [repl] section".into()));
+            return Err(source.error(0, "kind = \"repl\" needs a [repl] section".into()));
         }
         Ok(())
     }
@@ -519,6 +463,81 @@ impl Profile {
             })
         })
     }
+}
+
+/// A profile's text, for errors that point into it.
+struct Source<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn error(&self, offset: usize, message: String) -> ProfileError {
+        let (line, column) = line_col(self.text, offset);
+        ProfileError {
+            file: self.file.to_owned(),
+            line,
+            column,
+            message,
+        }
+    }
+}
+
+/// Every detection rule compiles and reads at least one signal.
+fn validate_rules(rules: &[Rule], source: &Source<'_>) -> Result<(), ProfileError> {
+    for (i, rule) in rules.iter().enumerate() {
+        let patterns = [
+            ("screen", &rule.screen),
+            ("title", &rule.title),
+            ("osc", &rule.osc),
+            ("process", &rule.process),
+        ];
+        for (field, pattern) in patterns {
+            if let Some(p) = pattern {
+                if let Err(e) = regex::Regex::new(p.get_ref()) {
+                    return Err(source.error(
+                        p.span().start,
+                        format!("detect.rules[{i}].{field}: {}", regex_problem(&e)),
+                    ));
+                }
+            }
+        }
+        if patterns.iter().all(|(_, p)| p.is_none()) {
+            return Err(source.error(
+                source.text.find("[[detect.rules]]").unwrap_or(0),
+                format!("detect.rules[{i}]: give one of screen, title, osc or process"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The input-line patterns compile and capture what the line holds.
+fn validate_input_line(line: &InputLine, source: &Source<'_>) -> Result<(), ProfileError> {
+    for (field, pattern) in [
+        ("pattern", Some(&line.pattern)),
+        ("continuation", line.continuation.as_ref()),
+    ] {
+        let Some(pattern) = pattern else { continue };
+        match regex::Regex::new(pattern.get_ref()) {
+            Err(e) => {
+                return Err(source.error(
+                    pattern.span().start,
+                    format!("input.line.{field}: {}", regex_problem(&e)),
+                ));
+            }
+            Ok(re) if re.captures_len() < 2 => {
+                return Err(source.error(
+                    pattern.span().start,
+                    format!(
+                        "input.line.{field}: capture what the line holds, e.g. '^> (?P<text>.*)'"
+                    ),
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

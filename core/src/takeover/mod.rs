@@ -202,63 +202,17 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
     }
     let env = ProviderEnv::of(&target);
     let provider = &req.profile.name;
-    let program = target.program().unwrap_or_default();
-    let is_provider = req.profile.claims(&program)
-        || req
-            .profile
-            .session
-            .as_ref()
-            .is_some_and(|s| s.markers.iter().any(|m| target.mentions(m)))
-        || req.discovery.is_some_and(|d| d.marks(&target, &env));
-    if !is_provider && !req.force {
+    if !req.force && !is_provider(req, &target, &env) {
         return Err(TakeoverError::NotProvider {
             pid: req.pid,
-            program,
+            program: target.program().unwrap_or_default(),
             provider: provider.clone(),
         });
     }
     let discovery = req
         .discovery
         .ok_or_else(|| TakeoverError::NoDiscovery(provider.clone()))?;
-    let session = match (discovery.discover(&target, &env), req.session) {
-        (Discovery::Found(found), Some(given)) if found.id != given => {
-            return Err(TakeoverError::SessionMismatch {
-                pid: req.pid,
-                found: found.id,
-                given: given.to_owned(),
-            })
-        }
-        (Discovery::Found(found), _) => found,
-        (Discovery::Ambiguous(candidates), Some(given)) => {
-            match candidates.iter().find(|c| c.id == given) {
-                Some(c) => c.clone(),
-                None => {
-                    return Err(TakeoverError::Ambiguous {
-                        pid: req.pid,
-                        candidates,
-                    })
-                }
-            }
-        }
-        (Discovery::Ambiguous(candidates), None) => {
-            return Err(TakeoverError::Ambiguous {
-                pid: req.pid,
-                candidates,
-            })
-        }
-        (Discovery::Nothing(_), Some(given)) => SessionCandidate {
-            id: given.to_owned(),
-            cwd: None,
-            detail: "given with --session".into(),
-        },
-        (Discovery::Nothing(reason), None) => {
-            return Err(TakeoverError::NotFound {
-                pid: req.pid,
-                provider: provider.clone(),
-                reason,
-            })
-        }
-    };
+    let session = choose_session(req, discovery.discover(&target, &env))?;
     if let Some(named) = req.profile.named_session(req.argv) {
         if named != session.id {
             return Err(TakeoverError::CommandNamesOther {
@@ -281,6 +235,52 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
         session,
         cwd,
     })
+}
+
+/// Whether `target` runs the provider the profile describes: by its
+/// program, a package marker in its arguments, or the adapter's own files.
+fn is_provider(req: &Request<'_>, target: &ProcessInfo, env: &ProviderEnv) -> bool {
+    let program = target.program().unwrap_or_default();
+    req.profile.claims(&program)
+        || req
+            .profile
+            .session
+            .as_ref()
+            .is_some_and(|s| s.markers.iter().any(|m| target.mentions(m)))
+        || req.discovery.is_some_and(|d| d.marks(target, env))
+}
+
+/// The session to take over: the one discovered, which `--session` must
+/// match; or among ambiguous candidates, the one `--session` names; or,
+/// when nothing was found, the one `--session` names.
+fn choose_session(req: &Request<'_>, found: Discovery) -> Result<SessionCandidate, TakeoverError> {
+    let pid = req.pid;
+    match (found, req.session) {
+        (Discovery::Found(found), Some(given)) if found.id != given => {
+            Err(TakeoverError::SessionMismatch {
+                pid,
+                found: found.id,
+                given: given.to_owned(),
+            })
+        }
+        (Discovery::Found(found), _) => Ok(found),
+        (Discovery::Ambiguous(candidates), given) => {
+            match candidates.iter().find(|c| Some(c.id.as_str()) == given) {
+                Some(c) => Ok(c.clone()),
+                None => Err(TakeoverError::Ambiguous { pid, candidates }),
+            }
+        }
+        (Discovery::Nothing(_), Some(given)) => Ok(SessionCandidate {
+            id: given.to_owned(),
+            cwd: None,
+            detail: "given with --session".into(),
+        }),
+        (Discovery::Nothing(reason), None) => Err(TakeoverError::NotFound {
+            pid,
+            provider: req.profile.name.clone(),
+            reason,
+        }),
+    }
 }
 
 /// The collision guard: refuses to start a provider on session `id` while a
