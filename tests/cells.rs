@@ -1,6 +1,6 @@
 //! End-to-end tests of `k` and `km` (issue 3), through the real binaries,
 //! against real bash, python3, gdb, node, sqlite3 and dash (each where
-//! installed), checked line for line against ../shared/CELLS-CONTRACT.md.
+//! installed), checked line for line against docs/cells-contract.md.
 //!
 //! Every test owns an [`Env`] (its own runtime directory, home and `HOME`,
 //! `K_SESSION` unset), so tests run in parallel and repeatedly with fixed

@@ -6,6 +6,11 @@
 //! interface, the schema and the loading rules are in
 //! `agent_comms_core::adapter`. What a profile cannot say — tying a live
 //! provider process to its session — is code, in [`sessions`].
+//!
+//! Names that read alike: this crate (`adapters/`) holds the *built-in
+//! adapters*; `core/src/adapter/` is the *interface* they answer;
+//! `core/src/plugin/` is the *host* for adapters written as plugins, and
+//! `plugins/` holds the *SDKs* to write one (docs/architecture.md#the-workspace).
 
 pub mod scaffold;
 pub mod sessions;

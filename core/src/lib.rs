@@ -2,25 +2,34 @@
 //!
 //! Each module is one layer that every adapter shares; none of them knows a
 //! provider by name. A reader looking for "where does X happen" should find it
-//! from the folder names alone:
+//! from the folder names alone. They are listed bottom to top, and a module
+//! uses only those above it in this list (docs/architecture.md#the-layers-of-core
+//! draws the graph and says where each behaviour lives):
 //!
+//! - [`time`], [`keys`], [`ids`]: UTC timestamps, named keys, random ids.
 //! - [`os`]: what differs between Unix and Windows, behind one interface
 //!   (the endpoint and the PTY keep their own platform files).
-//! - [`paths`]: the per-user runtime root and the user's home for agent-comms,
-//!   both of which are contract (see DESIGN.md).
+//! - [`paths`]: the per-user runtime root, the user's home for agent-comms
+//!   and the project root, all of which are contract
+//!   (docs/architecture.md#paths-identities-environment).
 //! - [`session`]: session names, the on-disk record of a live session, and the
 //!   registry that lists and repairs them.
-//! - [`pty`]: a child in a real pseudo-terminal.
+//! - [`adapter`]: the adapter interface, TOML profiles and their registry;
+//!   the built-in adapters are the `agent-comms-adapters` crate.
+//! - [`plugin`]: the native and Wasm plugin hosts behind adapters; the SDKs
+//!   plugins are built with are in `plugins/`.
+//! - [`delivery`]: typing a message into a prompt, safely and with proof.
+//! - [`socket`]: the endpoint socket, its peer check and the versioned codec.
 //! - [`screen`]: the screen model fed by every byte, and the terminal-query
 //!   responder that answers for a terminal nobody attached.
-//! - [`socket`]: the endpoint socket, its peer check and the versioned codec.
-//! - [`supervisor`]: the process that owns one PTY and one endpoint.
-//! - [`plugin`]: the native and Wasm plugin hosts behind adapters.
-//! - [`client`]: the blocking client used by the short-lived CLI commands.
-//! - [`adapter`]: the adapter interface, TOML profiles and their registry.
+//! - [`pty`]: a child in a real pseudo-terminal.
 //! - [`cells`]: persistent REPL cells (`k`/`km`) on top of the supervisor.
+//! - [`supervisor`]: the process that owns one PTY and one endpoint.
+//! - [`client`]: the blocking client used by the short-lived CLI commands.
+//! - [`takeover`]: a live provider session handed over into supervision.
 //! - [`store`]: the control-plane record (agents, runtimes, invocations and
 //!   delivery attempts) in the project's `.agent-comms/state.db`.
+//! - [`control`]: interactive runtimes, messages between agents, `doctor`.
 
 pub mod adapter;
 pub mod cells;

@@ -1,8 +1,8 @@
 //! The screen model against what the real CLIs drew.
 //!
 //! `tests/recordings/` holds asciicast v2 start-up recordings of Claude Code
-//! 2.1.197, Codex 0.171.0 and opencode 1.18.33 (copied from the project's
-//! shared recordings), with the last screen of each rendered by pyte. Replaying
+//! 2.1.197, Codex 0.171.0 and opencode 1.18.33 (its README says how they
+//! were made), with the last screen of each rendered by pyte. Replaying
 //! the output events through our model must give the same text, and the
 //! cursor-position answers our responder computes must equal the ones the
 //! recorder's emulator gave — both depend on the model placing every glyph

@@ -1,5 +1,5 @@
 //! `k`: persistent REPL cells, compatible with agent-tty 0.1.5's command line
-//! (see CELLS-CONTRACT.md). Arguments are parsed by hand because the contract
+//! (docs/cells-contract.md). Arguments are parsed by hand because the contract
 //! fixes every error text, and `k --version` must cost next to nothing.
 
 use std::io::Write;

@@ -12,7 +12,8 @@
 //!   `nsenter --net=/proc/<its pid>/ns/net` (path-based unix sockets work
 //!   across network namespaces, so the test's own `agent-comms` commands,
 //!   run outside, still reach the supervisor);
-//! - a fresh HOME seeded as `/work/shared/recordings/README.md` says, a
+//! - a fresh HOME seeded as each provider's "Offline" paragraph in
+//!   `docs/providers.md` says, a
 //!   fresh working directory (trusted in each provider's configuration), a
 //!   TMPDIR outside /tmp (Codex refuses helper binaries under /tmp);
 //! - test-side terminals ([`Tty`]): real PTYs of 120x40 whose screen is the

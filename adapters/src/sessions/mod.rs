@@ -3,7 +3,7 @@
 //! to a process's start time".
 //!
 //! Each discoverer ties a live process to the one session it is on from
-//! files the provider itself keeps (DESIGN.md's field notes say which), and
+//! files the provider itself keeps (docs/providers.md says which), and
 //! finds the live processes holding a session (for the collision guard).
 //! None of them ever picks "the most recently used session": another
 //! process may have used the same directory since.

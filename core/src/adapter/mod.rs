@@ -8,6 +8,15 @@
 //! backed by a plugin (native or Wasm) for the hooks a profile cannot
 //! express. [`registry`] loads them in precedence order: project, user,
 //! built-in.
+//!
+//! Three folders have like names. This one, `core/src/adapter/`, is the
+//! *interface*: what a host asks, the profile schema, the registry and
+//! detection; it also declares the hook interface a plugin answers
+//! (`PluginHooks`, `PluginInfo`). `adapters/` (crate `agent-comms-adapters`)
+//! holds the *built-in adapters* that answer it. `core/src/plugin/` is the
+//! *plugin host* that implements the hook interface for native and Wasm
+//! plugins, and `plugins/` holds the *SDKs* third parties build plugins with
+//! (docs/architecture.md#the-workspace).
 
 pub mod check;
 pub mod command;

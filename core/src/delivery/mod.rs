@@ -1,6 +1,6 @@
 //! Delivery: typing a message into a program's prompt, safely and with proof.
 //!
-//! Every adapter shares this discipline (DESIGN.md, "Delivery discipline"):
+//! Every adapter shares this discipline (docs/architecture.md#delivery-discipline):
 //! validate the text; one writer at a time, first come first served; wait
 //! until the program is idle *and* no person is typing; write in the
 //! adapter's input style; verify the whole text echoed; press Enter after the

@@ -8,6 +8,13 @@
 //! memory cap). Whatever a plugin does — panic, loop, trap, allocate without
 //! end — the host gets an error value, reports it, and falls back to the
 //! profile's declarative rules; the session keeps working.
+//!
+//! This folder, `core/src/plugin/`, is the *host* side: it loads plugins and
+//! implements the hook interface that the adapter layer declares
+//! (`core/src/adapter/`, the *interface*). The *SDKs* a plugin is built with
+//! — `plugins/native-api`, `plugins/wit/`, `plugins/wasm-sdk` — and example
+//! plugins are in `plugins/`; the *built-in adapters* are in `adapters/`
+//! (docs/architecture.md#the-workspace).
 
 pub mod load;
 pub mod native;

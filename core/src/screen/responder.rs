@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn answers_what_the_recorded_tuis_ask() {
-        // Codex 0.171 and OpenCode 1.18 start-up queries (shared/recordings).
+        // Codex 0.171 and OpenCode 1.18 start-up queries (core/tests/recordings).
         assert_eq!(ask(b"\x1b[c"), "\x1b[?62;22c");
         assert_eq!(ask(b"\x1b[?u"), "\x1b[?0u");
         assert_eq!(ask(b"\x1b[?2004h\x1b[?2004$p"), "\x1b[?2004;1$y");

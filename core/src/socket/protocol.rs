@@ -158,7 +158,7 @@ impl std::fmt::Display for ExitInfo {
     }
 }
 
-/// A cell's state as `k` prints it (see CELLS-CONTRACT.md for the text).
+/// A cell's state as `k` prints it (docs/cells-contract.md#json has the text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellReply {
     pub cell_id: Option<String>,

@@ -1,5 +1,10 @@
 //! The native plugin interface of agent-comms, and the SDK for writing one.
 //!
+//! This is the plugin author's side (`plugins/`, the *SDKs*). The host that
+//! loads such a plugin is `core/src/plugin/` in `agent-comms-core`, the
+//! adapter interface it serves is `core/src/adapter/`, and the built-in
+//! adapters are the crate `agent-comms-adapters` (`adapters/`).
+//!
 //! A native adapter is a `cdylib` that depends on this crate, implements
 //! [`sdk::Adapter`] for a type and exports it:
 //!

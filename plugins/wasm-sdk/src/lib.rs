@@ -1,5 +1,11 @@
 //! Write an agent-comms adapter as a Wasm component.
 //!
+//! This is the plugin author's side (`plugins/`, the *SDKs*), generated from
+//! the WIT package in `plugins/wit/`. The host that runs such a component is
+//! `core/src/plugin/` in `agent-comms-core`, the adapter interface it serves
+//! is `core/src/adapter/`, and the built-in adapters are the crate
+//! `agent-comms-adapters` (`adapters/`).
+//!
 //! Implement [`Adapter`] for a type with a [`Default`], export it with
 //! [`export_adapter!`], and build with
 //! `cargo build --target wasm32-wasip2 --release`:
