@@ -1,0 +1,344 @@
+//! The requests a `k` session answers: run (fire or wait), poll,
+//! interrupt, status, notify, and the event stream `km` subscribes to.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{broadcast, oneshot};
+
+use super::frame::{
+    self, FrameDetector, HookDetector, IntegrationDetector, PromptDetector, RepeatDetector,
+};
+use super::output::OutputBuffer;
+use super::view::FRAME_ENTERS;
+use super::{
+    error_reply, is_cell_id, kill_hook, reply, write_private, ActiveCell, CellEngine, EngineNote,
+    FrameMode, Settling, EVENT_HISTORY,
+};
+use crate::ids::random_hex;
+use crate::socket::protocol::{CellEvent, CellReply, CellState, CellStatusReply};
+use crate::time::now_iso;
+
+impl CellEngine {
+    /// Starts a cell. `Ok` carries the receiver of the final reply (only
+    /// with `wait`); `Err` is the reply to give at once (fired, or refused).
+    pub fn run(
+        &mut self,
+        code: String,
+        timeout_ms: u64,
+        wait: bool,
+    ) -> Result<oneshot::Receiver<CellReply>, CellReply> {
+        if let Some(active) = &self.active {
+            return Err(error_reply(None, format!("active cell '{}'", active.id)));
+        }
+        let id = random_hex(6);
+        let (input, file, detector, hook_pid) = match self.prepare(&id, &code) {
+            Ok(p) => p,
+            Err(message) => return Err(error_reply(None, format!("send failed: {message}"))),
+        };
+        let now = Instant::now();
+        let ready = self.at_prompt && self.settling.is_none();
+        if ready {
+            self.writer.write(input.clone());
+        }
+        let (tx, rx) = oneshot::channel();
+        self.active = Some(ActiveCell {
+            id: id.clone(),
+            deadline: now + Duration::from_millis(timeout_ms),
+            detector,
+            output: OutputBuffer::default(),
+            waiter: wait.then_some(tx),
+            pending_input: (!ready).then_some(input),
+            timed_out: false,
+            timeout_polled: false,
+            file,
+            hook_pid,
+            last_output: now,
+        });
+        self.latest = Some(id.clone());
+        self.emit_cell(&id, CellState::Fired);
+        if wait {
+            Ok(rx)
+        } else {
+            Err(reply(&id, CellState::Fired, String::new()))
+        }
+    }
+
+    /// The bytes to type, the cell file, and the detector for one cell.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn prepare(
+        &self,
+        id: &str,
+        code: &str,
+    ) -> Result<
+        (
+            Vec<u8>,
+            Option<PathBuf>,
+            Box<dyn FrameDetector>,
+            Option<u32>,
+        ),
+        String,
+    > {
+        let enters = "\r".repeat(FRAME_ENTERS);
+        match &self.config.frame {
+            FrameMode::Integration(i) => {
+                if i.type_simple_lines && is_simple_line(code) {
+                    let d = IntegrationDetector::new(
+                        &self.config.token,
+                        i.newline_after_start,
+                        i.exit_status,
+                    );
+                    return Ok((format!("{code}\r").into_bytes(), None, Box::new(d), None));
+                }
+                let path = self.config.files_dir.join(format!("{id}{}", i.file_suffix));
+                write_private(&path, &format!("{}{code}\n", i.file_prologue))
+                    .map_err(|e| e.to_string())?;
+                let typed = i.run_file.replace("{file}", &path.display().to_string());
+                let d = IntegrationDetector::new(
+                    &self.config.token,
+                    i.newline_after_start,
+                    i.exit_status,
+                );
+                Ok((
+                    format!("{typed}\r").into_bytes(),
+                    Some(path),
+                    Box::new(d),
+                    None,
+                ))
+            }
+            mode => {
+                // agent-tty's framing: multi-line code is run from a file
+                // where the profile says how (bash sources it); everything
+                // else is pasted line by line.
+                let from_file = self
+                    .config
+                    .line_mode_file
+                    .as_ref()
+                    .filter(|_| !matches!(mode, FrameMode::Prompt(_)) && echo_lines(code) > 1);
+                let (send, file) = if let Some(how) = from_file {
+                    let path = self
+                        .config
+                        .files_dir
+                        .join(format!("{id}{}", how.file_suffix));
+                    write_private(&path, &format!("{code}\n")).map_err(|e| e.to_string())?;
+                    let typed = how.run_file.replace("{file}", &path.display().to_string());
+                    (typed, Some(path))
+                } else {
+                    (code.trim_start().to_owned(), None)
+                };
+                let echo = echo_lines(&send);
+                let mut input = send.split('\n').collect::<Vec<_>>().join("\r");
+                input.push('\r');
+                let (detector, hook_pid): (Box<dyn FrameDetector>, _) = match mode {
+                    FrameMode::Prompt(p) => (Box::new(PromptDetector::new(p, echo)), None),
+                    FrameMode::Hook(path) => {
+                        input.push_str(&enters);
+                        let (tx, pid) = self
+                            .spawn_hook(id, path)
+                            .map_err(|e| format!("hook {}: {e}", path.display()))?;
+                        (Box::new(HookDetector::new(echo, tx)), Some(pid))
+                    }
+                    _ => {
+                        input.push_str(&enters);
+                        (Box::new(RepeatDetector::new(echo)), None)
+                    }
+                };
+                Ok((input.into_bytes(), file, detector, hook_pid))
+            }
+        }
+    }
+
+    pub(super) fn spawn_hook(
+        &self,
+        id: &str,
+        path: &std::path::Path,
+    ) -> std::io::Result<(std::sync::mpsc::SyncSender<frame::ToHook>, u32)> {
+        let notes = self.notes.clone();
+        let cell_id = id.to_owned();
+        frame::spawn_hook(path, move |written| {
+            let _ = notes.send(EngineNote::HookExited { cell_id, written });
+        })
+    }
+
+    pub fn poll(&mut self, cell_id: Option<&str>) -> CellReply {
+        let id = match cell_id {
+            Some(id) if is_cell_id(id) => id.to_owned(),
+            Some(_) => return error_reply(None, "invalid cell_id".into()),
+            None => match self
+                .active
+                .as_ref()
+                .map(|c| c.id.clone())
+                .or_else(|| self.latest.clone())
+            {
+                Some(id) => id,
+                None => return error_reply(None, format!("no active cell on '{}'", self.session)),
+            },
+        };
+        if let Some(pos) = self
+            .results
+            .iter()
+            .position(|r| r.cell_id.as_deref() == Some(id.as_str()))
+        {
+            let result = self.results.remove(pos).expect("position is valid");
+            if self.latest.as_deref() == Some(id.as_str()) && self.active.is_none() {
+                self.latest = None;
+            }
+            return result;
+        }
+        match self.active.as_mut().filter(|c| c.id == id) {
+            Some(cell) if cell.timed_out => {
+                let hint = if cell.timeout_polled {
+                    "use k int or k kill"
+                } else {
+                    ""
+                };
+                cell.timeout_polled = true;
+                reply(&id, CellState::Timeout, hint.into())
+            }
+            Some(_) => reply(&id, CellState::Running, String::new()),
+            None if cell_id.is_none() => {
+                error_reply(None, format!("no active cell on '{}'", self.session))
+            }
+            None => error_reply(Some(id), "unknown cell".into()),
+        }
+    }
+
+    /// Ctrl-C to the REPL; the active cell resolves as interrupted.
+    pub fn interrupt(&mut self) {
+        let mut bytes = vec![0x03];
+        match self.config.frame {
+            FrameMode::Integration(_) => {
+                if self.at_prompt {
+                    // Code typed while the REPL is still handling the
+                    // Ctrl-C could be eaten: the next cell waits for it to
+                    // settle.
+                    let now = Instant::now();
+                    self.settling = Some(Settling {
+                        sent: now,
+                        awaiting_prompt: self.repl_busy,
+                        retries: 0,
+                        barrier: None,
+                    });
+                    self.last_output = now;
+                }
+            }
+            FrameMode::Repeat | FrameMode::Hook(_) => bytes.extend(b"\r".repeat(FRAME_ENTERS)),
+            FrameMode::Prompt(_) => {}
+        }
+        self.writer.write(bytes);
+        if let Some(mut cell) = self.active.take() {
+            kill_hook(&mut cell);
+            // `k int` releases the lock, as agent-tty's did: a later `k poll`
+            // without an id finds no active cell, while `k poll ID` still
+            // gets `interrupted`.
+            if self.latest.as_deref() == Some(cell.id.as_str()) {
+                self.latest = None;
+            }
+            let result = error_reply(Some(cell.id.clone()), "interrupted".into());
+            self.settle(cell, result, CellState::Interrupted);
+        }
+    }
+
+    pub fn status(&self) -> CellStatusReply {
+        let (state, id) = match &self.active {
+            Some(c) if c.timed_out => ("timeout", Some(c.id.clone())),
+            Some(c) => ("running", Some(c.id.clone())),
+            None => match self
+                .latest
+                .as_ref()
+                // A finished cell nobody polled yet (an interrupted one is not).
+                .filter(|id| {
+                    self.results
+                        .iter()
+                        .any(|r| r.cell_id.as_ref() == Some(*id) && r.status == CellState::Done)
+                }) {
+                Some(id) => ("done", Some(id.clone())),
+                None => ("idle", None),
+            },
+        };
+        CellStatusReply {
+            state: state.into(),
+            cell_id: id,
+        }
+    }
+
+    pub fn notify(&mut self, from: String, message: String) {
+        let line = format!("📢 {message} ({from})");
+        let shown = self.view.event(line);
+        self.broadcast_lines(shown);
+        self.emit(CellEvent::Notify {
+            from,
+            message,
+            ts: now_iso(),
+        });
+    }
+
+    pub fn history(&self, lines: usize) -> Vec<String> {
+        self.view.last(lines)
+    }
+
+    pub fn subscribe(&self, history: bool) -> (Vec<CellEvent>, broadcast::Receiver<CellEvent>) {
+        let past = if history {
+            self.past.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        (past, self.events.subscribe())
+    }
+
+    pub(super) fn emit_cell(&mut self, id: &str, status: CellState) {
+        let marker = match status {
+            CellState::Fired => format!("── {} ──", &id[..8]),
+            CellState::Done => "── ✓ ──".into(),
+            CellState::Timeout => "── ⏱ ──".into(),
+            _ => "── ✗ ──".into(),
+        };
+        let shown = self.view.event(marker);
+        self.broadcast_lines(shown);
+        self.emit(CellEvent::Cell {
+            cell_id: id.to_owned(),
+            status,
+            ts: now_iso(),
+        });
+    }
+
+    pub(super) fn broadcast_lines(&self, lines: Vec<String>) {
+        for text in lines {
+            let _ = self.events.send(CellEvent::Line { text });
+        }
+    }
+
+    pub(super) fn emit(&mut self, event: CellEvent) {
+        if self.past.len() == EVENT_HISTORY {
+            self.past.pop_front();
+        }
+        self.past.push_back(event.clone());
+        let _ = self.events.send(event);
+    }
+}
+
+/// Lines the REPL echoes: the code's lines up to the last non-blank one.
+fn echo_lines(code: &str) -> usize {
+    let lines: Vec<&str> = code.trim_start().split('\n').collect();
+    lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1)
+}
+
+/// One line a line editor takes as typed: no control characters, not huge.
+fn is_simple_line(code: &str) -> bool {
+    !code.is_empty() && code.len() < 2048 && !code.chars().any(char::is_control)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_lines_ignores_trailing_blank_lines() {
+        assert_eq!(echo_lines("a\nb\n\n"), 2);
+        assert_eq!(echo_lines("\n  x"), 1);
+        assert_eq!(echo_lines(""), 0);
+    }
+}
