@@ -138,7 +138,7 @@ fn deliver(env: &TestEnv, id: &str, text: &str) -> Value {
 }
 
 fn invocation(env: &TestEnv, id: &str) -> Value {
-    json(&env.run_ok(&["invocation", "show", id, "--json"]))
+    json(&env.run_ok(&["message", "show", id, "--json"]))
 }
 
 /// `send` as `from`; returns the invocation's JSON.
@@ -152,9 +152,7 @@ fn send(env: &TestEnv, from: &str, to: &str, text: &str, wait: bool) -> Value {
 }
 
 fn notification(id: &str, from: &str) -> String {
-    format!(
-        "[agent-comms] message {id} from {from}; read it with: agent-comms invocation show {id}"
-    )
+    format!("[agent-comms] message {id} from {from}; read it with: agent-comms message show {id}")
 }
 
 // ---------------------------------------------------------------------------
@@ -231,7 +229,7 @@ fn a_lost_enter_is_pressed_again() {
 }
 
 #[test]
-fn a_message_is_announced_and_its_body_read_with_invocation_show() {
+fn a_message_is_announced_and_its_body_read_with_message_show() {
     let env = TestEnv::new();
     let served = Served::start(&env, "bob", "claude", &[], &[]);
     let body = "line one\nline two \u{1b}[31m (never typed)";
@@ -306,6 +304,7 @@ fn concurrent_senders_deliver_every_message_exactly_once() {
     });
     eprintln!("200 messages delivered in {:?}", started.elapsed());
     wait_until("all 200 recorded as delivered", || {
+        // `invocation` is the alias scripts already use.
         let run = env.run_ok(&["invocation", "list", "--status", "DELIVERED", "--json"]);
         json(&run).as_array().unwrap().len() == 200
     });
@@ -415,7 +414,7 @@ fn bad_text_is_refused_and_nothing_is_typed() {
         .fails_with_one_line();
     assert!(run.stderr.contains("--actor"), "{run:#?}");
     assert!(served.submits().is_empty());
-    let listed = json(&env.run_ok(&["invocation", "list", "--json"]));
+    let listed = json(&env.run_ok(&["message", "list", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 0, "{listed}");
 }
 
@@ -743,7 +742,7 @@ fn redeliver_announces_a_message_again() {
     let served = Served::start(&env, "bob", "claude", &[], &[]);
     let sent = send(&env, "alice", "bob", "please look again", true);
     let id = sent["id"].as_str().unwrap().to_owned();
-    let queued = json(&env.run_ok(&["invocation", "redeliver", "--id", &id, "--json"]));
+    let queued = json(&env.run_ok(&["message", "redeliver", "--id", &id, "--json"]));
     assert_eq!(queued["status"], "PENDING");
     wait_until("the second delivery", || {
         invocation(&env, &id)["delivery_attempts"]
@@ -753,7 +752,7 @@ fn redeliver_announces_a_message_again() {
     let note = notification(&id, "alice");
     assert_eq!(served.submitted_texts(), [note.clone(), note]);
     let run = env.run(&["invocation", "redeliver", "--id", "inv_000000000000"]);
-    assert!(run.fails_with_one_line().stderr.contains("no invocation"));
+    assert!(run.fails_with_one_line().stderr.contains("no message"));
 }
 
 #[test]

@@ -304,14 +304,14 @@ fn a_message_is_announced(cli: Cli, test: &str) {
     let prompt = request["prompt"].as_str().unwrap();
     assert!(
         prompt.contains(&format!(
-            "[agent-comms] message {inv_id} from bob; read it with: agent-comms invocation show {inv_id}"
+            "[agent-comms] message {inv_id} from bob; read it with: agent-comms message show {inv_id}"
         )),
         "[{test}] {prompt:?}"
     );
     // The turn on it (a title request may come first, and opencode asks
     // for the turn a moment after the input line cleared), then idle.
     let note = format!(
-        "[agent-comms] message {inv_id} from bob; read it with: agent-comms invocation show {inv_id}"
+        "[agent-comms] message {inv_id} from bob; read it with: agent-comms message show {inv_id}"
     );
     let deadline = std::time::Instant::now() + TURN;
     while turns_with(&w, &note) == 0 && std::time::Instant::now() < deadline {

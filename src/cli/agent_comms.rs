@@ -54,9 +54,10 @@ enum Command {
     /// runtime's prompt when idle (as the acting agent).
     Send(super::messages::SendArgs),
     /// Messages between agents: list, show (with body and evidence),
-    /// redeliver.
-    #[command(subcommand)]
-    Invocation(super::messages::InvocationCommand),
+    /// redeliver. (`invocation` is an alias: the store calls a stored
+    /// message an invocation, and its ids start with `inv_`.)
+    #[command(subcommand, visible_alias = "invocation")]
+    Message(super::messages::MessageCommand),
     /// Check runtimes, messages and adapters; print findings with the
     /// command that repairs each (changes nothing).
     Doctor {
@@ -201,7 +202,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Adapters(cmd) => super::adapters::run(cmd),
         Command::Runtime(cmd) => super::runtime::run(cmd, cli.actor),
         Command::Send(args) => super::messages::send(args, cli.actor),
-        Command::Invocation(cmd) => super::messages::invocation(cmd),
+        Command::Message(cmd) => super::messages::message(cmd),
         Command::Doctor { json } => super::doctor::run(json),
     }
 }

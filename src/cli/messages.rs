@@ -1,4 +1,5 @@
-//! `agent-comms send` and `agent-comms invocation …`: messages between agents.
+//! `agent-comms send` and `agent-comms message …` (alias `invocation`):
+//! messages between agents.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,7 +31,7 @@ pub struct SendArgs {
 }
 
 #[derive(Subcommand)]
-pub enum InvocationCommand {
+pub enum MessageCommand {
     /// List messages, oldest first.
     List {
         /// PENDING, DELIVERING, DELIVERED, UNAVAILABLE or FAILED.
@@ -109,10 +110,10 @@ pub fn send(args: SendArgs, actor: Option<String>) -> anyhow::Result<i32> {
     Ok(if failed { 1 } else { 0 })
 }
 
-pub fn invocation(cmd: InvocationCommand) -> anyhow::Result<i32> {
+pub fn message(cmd: MessageCommand) -> anyhow::Result<i32> {
     let store = open_store()?;
     match cmd {
-        InvocationCommand::List { status, to, json } => {
+        MessageCommand::List { status, to, json } => {
             let status = status.map(|s| s.parse::<InvocationStatus>()).transpose()?;
             let views = messages::list(
                 &store,
@@ -143,7 +144,7 @@ pub fn invocation(cmd: InvocationCommand) -> anyhow::Result<i32> {
                 }
             }
         }
-        InvocationCommand::Show { id, json } => {
+        MessageCommand::Show { id, json } => {
             let view = messages::show(&store, &id)?;
             if json {
                 println!("{}", serde_json::to_string(&view)?);
@@ -151,7 +152,7 @@ pub fn invocation(cmd: InvocationCommand) -> anyhow::Result<i32> {
                 print_full(&view);
             }
         }
-        InvocationCommand::Redeliver { id, json } => {
+        MessageCommand::Redeliver { id, json } => {
             let inv = messages::redeliver(&store, &host_id()?, &id)?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);

@@ -139,7 +139,7 @@ pub fn examine(
                 a.runtime,
                 iso_from_unix_millis(a.lease_until)
             ),
-            repair: Some(format!("agent-comms invocation redeliver --id {}", a.invocation)),
+            repair: Some(format!("agent-comms message redeliver --id {}", a.invocation)),
         });
     }
     for problem in profile_problems {

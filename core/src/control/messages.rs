@@ -26,7 +26,7 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// The line typed into the recipient's prompt.
 pub fn notification(inv: &Invocation) -> String {
     format!(
-        "[agent-comms] message {id} from {from}; read it with: agent-comms invocation show {id}",
+        "[agent-comms] message {id} from {from}; read it with: agent-comms message show {id}",
         id = inv.id,
         from = inv.from
     )

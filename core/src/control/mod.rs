@@ -7,7 +7,7 @@
 //!   a heartbeat and an inbox beside it.
 //! - [`start`]: what a serve starts — a takeover's plan, a pinned session,
 //!   the collision guard.
-//! - [`messages`]: `send`, `invocation list|show|redeliver`.
+//! - [`messages`]: `send`, `message list|show|redeliver`.
 //! - [`doctor`]: findings with codes and exact repairs.
 //! - [`host`]: this host's id.
 //!
@@ -55,9 +55,9 @@ pub enum ControlError {
     UnknownRuntime(String),
     #[error("no agent '{0}' has a runtime, so nothing could deliver to it; start one with: agent-comms --actor {0} runtime interactive-serve --id {0} -- <provider command>")]
     UnknownAgent(String),
-    #[error("no invocation '{0}'; see them with: agent-comms invocation list")]
+    #[error("no message '{0}'; see them with: agent-comms message list")]
     UnknownInvocation(String),
-    #[error("invocation {0} is being delivered right now; wait for the attempt to end (agent-comms invocation show {0})")]
+    #[error("message {0} is being delivered right now; wait for the attempt to end (agent-comms message show {0})")]
     Delivering(String),
     #[error("agent {0} has no runtime on this host; messages to it cannot be delivered from here")]
     NoLocalRuntime(String),

@@ -324,9 +324,9 @@ mod tests {
 
     #[test]
     fn wrapped_text_inside_a_box_still_echoes() {
-        let screen = "  ┃  [agent-comms] message inv_1 from bob; read it with: agent-\n  ┃  comms invocation show inv_1\n  ┃";
+        let screen = "  ┃  [agent-comms] message inv_1 from bob; read it with: agent-\n  ┃  comms message show inv_1\n  ┃";
         let text =
-            "[agent-comms] message inv_1 from bob; read it with: agent-comms invocation show inv_1";
+            "[agent-comms] message inv_1 from bob; read it with: agent-comms message show inv_1";
         assert_eq!(occurrences(screen, text), 1);
         assert_eq!(occurrences("❯ hello  world", "hello world"), 1);
     }

@@ -220,7 +220,7 @@ impl Connection {
             outcome = tokio::time::timeout(timeout, wait) => match outcome {
                 Ok(Some(outcome)) => Response::Invocation(outcome),
                 Ok(None) => Response::Error { message: DeliveryError::Ended.to_string() },
-                Err(_) => Response::Error { message: format!("message {id} was not delivered within {} s; see: agent-comms invocation show {id}", timeout_ms.div_ceil(1000)) },
+                Err(_) => Response::Error { message: format!("message {id} was not delivered within {} s; see: agent-comms message show {id}", timeout_ms.div_ceil(1000)) },
             },
             _ = exited(&mut exit) => Response::Error { message: DeliveryError::Ended.to_string() },
         }
