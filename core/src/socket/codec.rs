@@ -225,4 +225,106 @@ mod tests {
         d.push(b"hello supervisor\n");
         assert!(matches!(d.next_frame(), Err(CodecError::TooLarge(_))));
     }
+
+    #[test]
+    fn a_short_frame_split_across_reads_keeps_the_stream_in_step() {
+        // A frame too short for a header, its body arriving in a second read:
+        // it is consumed whole, and the frame after it decodes intact.
+        let mut stream = vec![0, 0, 0, 3, 0xaa];
+        let info = encode(&Frame::new(5, Message::Request(Request::Info)));
+        let mut d = FrameDecoder::default();
+        d.push(&stream);
+        assert_eq!(d.next_frame().unwrap(), None);
+        stream = vec![0xbb, 0xcc];
+        stream.extend_from_slice(&info);
+        d.push(&stream);
+        let short = d.next_frame().unwrap().unwrap();
+        assert!(matches!(short.message, Message::Invalid { tag: 0, .. }));
+        assert_eq!(
+            d.next_frame().unwrap(),
+            Some(Frame::new(5, Message::Request(Request::Info)))
+        );
+        assert_eq!(d.next_frame().unwrap(), None);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One frame of a stream: a well-formed message, or one that is
+        /// delimited but shorter than a header (`len` below 7).
+        #[derive(Debug, Clone)]
+        enum Piece {
+            Valid(Frame),
+            Short(Vec<u8>),
+        }
+
+        impl Piece {
+            fn bytes(&self) -> Vec<u8> {
+                match self {
+                    Piece::Valid(frame) => encode(frame),
+                    Piece::Short(body) => {
+                        let mut out = (body.len() as u32).to_be_bytes().to_vec();
+                        out.extend_from_slice(body);
+                        out
+                    }
+                }
+            }
+        }
+
+        fn message() -> impl Strategy<Value = Message> {
+            let bytes = || proptest::collection::vec(any::<u8>(), 0..300);
+            prop_oneof![
+                bytes().prop_map(Message::Input),
+                bytes().prop_map(Message::Output),
+                Just(Message::Request(Request::Info)),
+                Just(Message::Request(Request::Snapshot)),
+                any::<String>().prop_map(|data| Message::Request(Request::Write { data })),
+                (any::<u16>(), any::<u16>())
+                    .prop_map(|(rows, cols)| Message::Request(Request::Resize { rows, cols })),
+                any::<String>()
+                    .prop_map(|message| Message::Response(Response::Error { message })),
+            ]
+        }
+
+        fn piece() -> impl Strategy<Value = Piece> {
+            prop_oneof![
+                4 => (any::<u32>(), message()).prop_map(|(id, m)| Piece::Valid(Frame::new(id, m))),
+                1 => proptest::collection::vec(any::<u8>(), 0..7).prop_map(Piece::Short),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn any_split_of_a_valid_stream_decodes_to_the_same_frames(
+                pieces in proptest::collection::vec(piece(), 1..12),
+                cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..16),
+            ) {
+                let stream: Vec<u8> = pieces.iter().flat_map(Piece::bytes).collect();
+                let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(stream.len() + 1)).collect();
+                cuts.push(stream.len());
+                cuts.sort_unstable();
+                let mut d = FrameDecoder::default();
+                let mut decoded = Vec::new();
+                let mut start = 0;
+                for cut in cuts {
+                    d.push(&stream[start..cut]);
+                    start = cut;
+                    while let Some(frame) = d.next_frame().unwrap() {
+                        decoded.push(frame);
+                    }
+                }
+                prop_assert_eq!(decoded.len(), pieces.len());
+                for (got, want) in decoded.iter().zip(&pieces) {
+                    match want {
+                        Piece::Valid(frame) => prop_assert_eq!(got, frame),
+                        Piece::Short(_) => prop_assert!(
+                            matches!(got.message, Message::Invalid { tag: 0, .. }),
+                            "a short frame decodes to invalid, got {:?}", got
+                        ),
+                    }
+                }
+            }
+        }
+    }
 }
