@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{fnv1a, BindOutcome, SocketError};
+use super::{fnv1a, BindOutcome, Listener, SocketError};
 use crate::paths::{euid, make_owner_only};
 use crate::session::{is_dialable, SessionName};
 
@@ -31,9 +31,9 @@ pub fn endpoint_path(root: &Path, name: &SessionName) -> PathBuf {
     }
 }
 
-pub struct Listener(tokio::net::UnixListener);
+pub(super) struct RawListener(tokio::net::UnixListener);
 
-impl Listener {
+impl RawListener {
     pub async fn accept(&mut self) -> std::io::Result<Stream> {
         self.0.accept().await.map(|(stream, _)| stream)
     }
@@ -61,7 +61,7 @@ pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
     std_listener
         .set_nonblocking(true)
         .and_then(|_| tokio::net::UnixListener::from_std(std_listener))
-        .map(|l| (Listener(l), outcome))
+        .map(|l| (Listener::new(RawListener(l)), outcome))
         .map_err(|source| SocketError::Bind {
             path: path.to_owned(),
             source,

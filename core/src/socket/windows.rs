@@ -32,7 +32,7 @@ use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_PIPE_BUSY};
 use windows_sys::Win32::Storage::FileSystem::SECURITY_IDENTIFICATION;
 use windows_sys::Win32::System::Pipes::WaitNamedPipeW;
 
-use super::{fnv1a, BindOutcome, SocketError};
+use super::{fnv1a, BindOutcome, Listener, SocketError};
 use crate::session::SessionName;
 
 /// A connection as the supervisor sees it.
@@ -62,7 +62,7 @@ pub fn endpoint_path(root: &Path, name: &SessionName) -> PathBuf {
 }
 
 /// The pipe's name and the instance the next client will connect to.
-pub struct Listener {
+pub(super) struct RawListener {
     path: PathBuf,
     next: NamedPipeServer,
 }
@@ -75,7 +75,7 @@ fn server_options(first: bool) -> ServerOptions {
     options
 }
 
-impl Listener {
+impl RawListener {
     /// Waits for a client on the waiting instance, then makes the next one.
     /// Cancel-safe: until a client connects nothing changes.
     pub async fn accept(&mut self) -> io::Result<Stream> {
@@ -90,10 +90,10 @@ impl Listener {
 pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
     match server_options(true).create(path) {
         Ok(next) => Ok((
-            Listener {
+            Listener::new(RawListener {
                 path: path.to_owned(),
                 next,
-            },
+            }),
             BindOutcome::Fresh,
         )),
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
