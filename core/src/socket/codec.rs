@@ -63,7 +63,7 @@ impl Frame {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CodecError {
-    #[error("malformed frame: length {len} exceeds {limit} bytes; is the peer speaking agent-comms protocol v{PROTOCOL_VERSION}?")]
+    #[error("malformed or oversized frame: length {len} exceeds the limit of {limit} bytes (see the limits in docs/protocol.md); is the peer speaking agent-comms protocol v{PROTOCOL_VERSION}?")]
     TooLarge { len: usize, limit: usize },
 }
 
