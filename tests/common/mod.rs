@@ -14,6 +14,8 @@
 
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

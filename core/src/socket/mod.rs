@@ -5,10 +5,12 @@
 //! connection: permissions can be loosened by mistake, and a session accepts
 //! keystrokes, so a second lock costs nothing. On Windows it is a named pipe
 //! (see `windows.rs` for what guards it). Both offer one interface: bind,
-//! accept, peer check and split on the supervisor's side; a blocking
+//! accept (backing off when accepting fails), peer check and split on the supervisor's side; a blocking
 //! connect for the short-lived commands.
 
+mod accept;
 pub mod codec;
+pub mod limits;
 pub mod protocol;
 
 #[cfg(unix)]
@@ -23,6 +25,8 @@ pub use windows::*;
 
 use std::io;
 use std::path::PathBuf;
+
+pub use accept::Listener;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{is_dialable, BindOutcome, SocketError};
+use super::{is_dialable, BindOutcome, Listener, SocketError};
 use crate::paths::{euid, make_owner_only};
 
 /// A connection as the supervisor sees it.
@@ -12,9 +12,9 @@ pub type WriteHalf = tokio::net::unix::OwnedWriteHalf;
 /// A connection as a short-lived command sees it (blocking).
 pub type ClientStream = std::os::unix::net::UnixStream;
 
-pub struct Listener(tokio::net::UnixListener);
+pub(super) struct RawListener(tokio::net::UnixListener);
 
-impl Listener {
+impl RawListener {
     pub async fn accept(&mut self) -> std::io::Result<Stream> {
         self.0.accept().await.map(|(stream, _)| stream)
     }
@@ -42,7 +42,7 @@ pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
     std_listener
         .set_nonblocking(true)
         .and_then(|_| tokio::net::UnixListener::from_std(std_listener))
-        .map(|l| (Listener(l), outcome))
+        .map(|l| (Listener::new(RawListener(l)), outcome))
         .map_err(|source| SocketError::Bind {
             path: path.to_owned(),
             source,

@@ -32,7 +32,7 @@ use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_PIPE_BUSY};
 use windows_sys::Win32::Storage::FileSystem::SECURITY_IDENTIFICATION;
 use windows_sys::Win32::System::Pipes::WaitNamedPipeW;
 
-use super::{BindOutcome, SocketError};
+use super::{BindOutcome, Listener, SocketError};
 
 /// A connection as the supervisor sees it.
 pub type Stream = NamedPipeServer;
@@ -44,7 +44,7 @@ pub type WriteHalf = tokio::io::WriteHalf<NamedPipeServer>;
 const BUSY_WAIT: Duration = Duration::from_secs(2);
 
 /// The pipe's name and the instance the next client will connect to.
-pub struct Listener {
+pub(super) struct RawListener {
     path: PathBuf,
     next: NamedPipeServer,
 }
@@ -57,7 +57,7 @@ fn server_options(first: bool) -> ServerOptions {
     options
 }
 
-impl Listener {
+impl RawListener {
     /// Waits for a client on the waiting instance, then makes the next one.
     /// Cancel-safe: until a client connects nothing changes.
     pub async fn accept(&mut self) -> io::Result<Stream> {
@@ -72,10 +72,10 @@ impl Listener {
 pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
     match server_options(true).create(path) {
         Ok(next) => Ok((
-            Listener {
+            Listener::new(RawListener {
                 path: path.to_owned(),
                 next,
-            },
+            }),
             BindOutcome::Fresh,
         )),
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {

@@ -5,35 +5,42 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{SessionHandle, Shared};
+use super::limits::{Inbound, Refusal};
+use super::{sleep_until, SessionHandle, Shared};
 use crate::delivery::{DeliveryError, DeliveryOptions};
-use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
+use crate::socket::codec::{encode, Frame, Message};
 use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
 use crate::socket::{check_peer, split, ReadHalf, Stream, WriteHalf};
 
 pub(super) async fn serve(stream: Stream, shared: Shared) {
-    let peer = check_peer(&stream);
+    // A stranger is refused before it can take a place.
+    let admitted = check_peer(&stream)
+        .and_then(|()| shared.limits.admit().map_err(|refusal| refusal.to_string()));
     let (read, write) = split(stream);
     let mut conn = Connection {
         read,
         write,
-        decoder: FrameDecoder::default(),
+        inbound: Inbound::new(shared.limits.clone()),
         shared,
     };
-    if let Err(message) = peer {
-        tracing::warn!("{message}");
-        let _ = conn
-            .send(0, Message::Response(Response::Error { message }))
-            .await;
-        return;
-    }
+    let _slot = match admitted {
+        Ok(slot) => slot,
+        Err(message) => {
+            tracing::warn!("{message}");
+            let _ = conn.refuse(0, message).await;
+            return;
+        }
+    };
     let _ = conn.requests().await;
 }
+
+/// How long a refused client is given to take its one-line answer.
+const REFUSAL_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
 
 struct Connection {
     read: ReadHalf,
     write: WriteHalf,
-    decoder: FrameDecoder,
+    inbound: Inbound,
     shared: Shared,
 }
 
@@ -56,31 +63,43 @@ impl Connection {
             .map_err(|_| Closed::Peer)
     }
 
-    /// The next frame from the peer; malformed streams are answered once and
-    /// closed, since their frame boundaries are lost.
+    /// Answers `id` with `message` and gives up on the connection (bounded:
+    /// a client that does not read is not waited for).
+    async fn refuse(&mut self, id: u32, message: String) -> Closed {
+        let answer = self.send(id, Message::Response(Response::Error { message }));
+        let _ = tokio::time::timeout(REFUSAL_WRITE, answer).await;
+        Closed::Fatal
+    }
+
+    /// The next frame from the peer. Frames over their limit, beyond the
+    /// budget or unfinished past the deadline are answered once and the
+    /// connection closed: past them the stream cannot be read in step.
     async fn next_frame(&mut self) -> Result<Frame, Closed> {
         let mut buf = [0u8; 16 * 1024];
         loop {
-            match self.decoder.next_frame() {
+            match self.inbound.next_frame() {
                 Ok(Some(frame)) => return Ok(frame),
                 Ok(None) => {}
-                Err(e @ CodecError::TooLarge(_)) => {
-                    let _ = self
-                        .reply(
-                            0,
-                            Response::Error {
-                                message: e.to_string(),
-                            },
-                        )
-                        .await;
-                    return Err(Closed::Fatal);
+                Err(refusal) => return Err(self.refused(0, refusal).await),
+            }
+            tokio::select! {
+                read = self.read.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return Err(Closed::Peer),
+                    Ok(n) => self.inbound.push(&buf[..n]),
+                },
+                _ = sleep_until(self.inbound.deadline()) => {
+                    let refusal = self.inbound.unfinished();
+                    return Err(self.refused(0, refusal).await);
                 }
             }
-            match self.read.read(&mut buf).await {
-                Ok(0) | Err(_) => return Err(Closed::Peer),
-                Ok(n) => self.decoder.push(&buf[..n]),
-            }
         }
+    }
+
+    /// [`Connection::refuse`] for a refusal of what the peer sent; logged,
+    /// as a client that gets it is likely broken.
+    async fn refused(&mut self, id: u32, refusal: Refusal) -> Closed {
+        tracing::warn!("closing a connection: {refusal}");
+        self.refuse(id, refusal.to_string()).await
     }
 
     async fn requests(&mut self) -> Result<(), Closed> {
@@ -347,10 +366,14 @@ impl Connection {
                 read = self.read.read(&mut buf) => match read {
                     Ok(0) | Err(_) => return Err(Closed::Peer),
                     Ok(n) => {
-                        self.decoder.push(&buf[..n]);
+                        self.inbound.push(&buf[..n]);
                         self.stream_input(id, interactive).await?;
                     }
                 },
+                _ = sleep_until(self.inbound.deadline()) => {
+                    let refusal = self.inbound.unfinished();
+                    return Err(self.refused(id, refusal).await);
+                }
                 info = exited(&mut exit) => {
                     // Flush what is left, then say goodbye.
                     while let Ok(bytes) = output.try_recv() {
@@ -365,20 +388,10 @@ impl Connection {
 
     async fn stream_input(&mut self, id: u32, interactive: bool) -> Result<(), Closed> {
         loop {
-            let frame = match self.decoder.next_frame() {
+            let frame = match self.inbound.next_frame() {
                 Ok(Some(f)) => f,
                 Ok(None) => return Ok(()),
-                Err(e) => {
-                    let _ = self
-                        .reply(
-                            id,
-                            Response::Error {
-                                message: e.to_string(),
-                            },
-                        )
-                        .await;
-                    return Err(Closed::Fatal);
-                }
+                Err(refusal) => return Err(self.refused(id, refusal).await),
             };
             let mut state = self.shared.lock();
             match frame.message {

@@ -13,6 +13,7 @@ pub mod foreground;
 mod handle;
 mod keyboard;
 pub mod launch;
+mod limits;
 mod signals;
 mod terminal;
 
@@ -246,6 +247,8 @@ pub(crate) struct Shared {
     pub changed: Arc<Notify>,
     pub delivery: Arc<DeliveryCoordinator>,
     pub inbox: Arc<handle::InboxLink>,
+    /// Connections, their unfinished frames and the budget they share.
+    pub limits: Arc<limits::Limits>,
 }
 
 impl Shared {
@@ -360,6 +363,7 @@ impl Supervisor {
                 kill_grace: Duration::from_millis(config.kill_grace_ms),
                 delivery: Arc::new(DeliveryCoordinator::new(style, changed.clone())),
                 inbox: Arc::default(),
+                limits: Arc::new(limits::Limits::from_env()),
                 changed,
             },
             listener,
@@ -437,10 +441,8 @@ impl Supervisor {
                         drain_deadline = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
                     }
                 },
-                accepted = self.listener.accept() => {
-                    if let Ok(stream) = accepted {
-                        connections.spawn(connection::serve(stream, self.shared.clone()));
-                    }
+                stream = self.listener.accept() => {
+                    connections.spawn(connection::serve(stream, self.shared.clone()));
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 Some(note) = self.notes.recv() => {
