@@ -855,3 +855,31 @@ fn a_recorded_runtime_holds_its_output_and_the_deliveries() {
     let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "times go forward");
 }
+
+/// Codex's composer drawn without its placeholder is `›` alone once the
+/// screen model trims the row's trailing space: it still reads idle, and a
+/// delivery goes in (issue 11: it read unknown, and deliveries waited out
+/// their timeout).
+#[test]
+fn an_empty_codex_composer_without_its_placeholder_reads_idle() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "codex", &[("FAKE_NO_PLACEHOLDER", "1")], &[]);
+    let screen = env.wait_screen("bob", "fake-model");
+    assert!(screen.lines().any(|l| l == "›"), "{screen}");
+    wait_until("the empty composer reads idle", || {
+        let run = env.run(&["session", "activity", "bob", "--json"]);
+        run.success() && json(&run)["activity"] == "idle"
+    });
+    let delivered = env.run_ok(&[
+        "runtime",
+        "deliver",
+        "--id",
+        "bob",
+        "--timeout",
+        "10",
+        "--json",
+        "into an empty composer",
+    ]);
+    assert_eq!(json(&delivered)["enter_presses"], 1);
+    assert_eq!(served.submitted_texts(), ["into an empty composer"]);
+}
