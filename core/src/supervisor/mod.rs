@@ -327,6 +327,8 @@ impl Supervisor {
         let style = DeliveryStyle {
             input,
             keyboard_quiet: Duration::from_millis(config.keyboard_quiet_ms),
+            session: config.name.to_string(),
+            adapter: config.adapter.as_ref().map(|a| a.name.clone()),
         };
         Ok(Self {
             shared: Shared {
