@@ -855,3 +855,102 @@ fn a_recorded_runtime_holds_its_output_and_the_deliveries() {
     let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "times go forward");
 }
+
+/// Codex's composer drawn without its placeholder is `›` alone once the
+/// screen model trims the row's trailing space: it still reads idle, and a
+/// delivery goes in (issue 11: it read unknown, and deliveries waited out
+/// their timeout).
+#[test]
+fn an_empty_codex_composer_without_its_placeholder_reads_idle() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "codex", &[("FAKE_NO_PLACEHOLDER", "1")], &[]);
+    let screen = env.wait_screen("bob", "fake-model");
+    assert!(screen.lines().any(|l| l == "›"), "{screen}");
+    wait_until("the empty composer reads idle", || {
+        let run = env.run(&["session", "activity", "bob", "--json"]);
+        run.success() && json(&run)["activity"] == "idle"
+    });
+    let delivered = env.run_ok(&[
+        "runtime",
+        "deliver",
+        "--id",
+        "bob",
+        "--timeout",
+        "10",
+        "--json",
+        "into an empty composer",
+    ]);
+    assert_eq!(json(&delivered)["enter_presses"], 1);
+    assert_eq!(served.submitted_texts(), ["into an empty composer"]);
+}
+
+/// A program whose screen no rule reads (Codex's sign-in choice): the
+/// delivery's error names the two commands that show and check it, and
+/// both work; `runtime show` and `doctor` say the adapter cannot read the
+/// screen, with its name and the screen's bottom rows.
+#[test]
+fn a_screen_the_adapter_cannot_read_is_reported_with_what_it_shows() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "codex", &[("FAKE_CODEX_SIGN_IN", "1")], &[]);
+    env.wait_screen("bob", "Press enter to continue");
+    let run = env
+        .run(&["runtime", "deliver", "--id", "bob", "--timeout", "2", "hi"])
+        .fails_with_one_line();
+    for named in [
+        "agent-comms session snapshot bob",
+        "agent-comms adapters check codex",
+    ] {
+        assert!(run.stderr.contains(named), "{run:#?}");
+        let words: Vec<&str> = named.split(' ').skip(1).collect();
+        env.run_ok(&words);
+    }
+    assert!(served.submits().is_empty());
+
+    let shown = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]));
+    let screen = &shown["screen"];
+    assert_eq!(screen["activity"], "unknown", "{shown}");
+    assert_eq!(screen["adapter"], "codex", "{shown}");
+    let rows: Vec<&str> = screen["bottom_rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{shown}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(rows.last(), Some(&"  Press enter to continue"), "{shown}");
+    assert!(rows.contains(&"  3. Sign in another way"), "{shown}");
+    let text = env.run_ok(&["runtime", "show", "--id", "bob"]).stdout;
+    assert!(
+        text.contains("the codex adapter cannot read the screen")
+            && text.contains("|   Press enter to continue"),
+        "{text}"
+    );
+
+    let finding = |doctor: &Value| {
+        doctor
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "SCREEN_UNREADABLE")
+            .cloned()
+    };
+    wait_until("doctor reports the unreadable screen", || {
+        finding(&json(&env.run(&["doctor", "--json"]))).is_some()
+    });
+    let unreadable = finding(&json(&env.run(&["doctor", "--json"]))).unwrap();
+    assert_eq!(unreadable["subject"], "runtime bob");
+    let message = unreadable["message"].as_str().unwrap();
+    assert!(
+        message.contains("the codex adapter cannot read its screen"),
+        "{message}"
+    );
+    assert!(message.contains("|   Press enter to continue"), "{message}");
+    let repair = unreadable["repair"].as_str().unwrap();
+    assert!(
+        repair.contains("agent-comms session snapshot bob"),
+        "{repair}"
+    );
+    assert!(
+        repair.contains("agent-comms adapters check codex"),
+        "{repair}"
+    );
+}

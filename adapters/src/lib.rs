@@ -88,6 +88,39 @@ mod tests {
         assert!(r.conflicts().is_empty(), "{:?}", r.conflicts());
     }
 
+    /// Codex draws the composer's `›` and its dim placeholder in separate
+    /// writes (the 0.171.0 recordings: `›`, a cursor move past the space,
+    /// the placeholder). Without the placeholder the rendered row is `›`
+    /// alone, its trailing space trimmed by the screen model, and that
+    /// empty composer must still read idle (issue 11).
+    #[test]
+    fn an_empty_codex_composer_without_placeholder_reads_idle() {
+        use agent_comms_core::adapter::{Activity, Rules, ScreenView};
+        use agent_comms_core::screen::ScreenModel;
+
+        let (_, text) = super::BUILTIN
+            .iter()
+            .find(|(file, _)| *file == "codex.toml")
+            .unwrap();
+        let profile = Profile::parse("codex.toml", text).unwrap();
+        let rules = Rules::new(profile.detect.as_ref().unwrap()).unwrap();
+        let mut model = ScreenModel::new(12, 80);
+        model.feed(
+            "\x1b[2;3H>_ OpenAI Codex (v0.171.0)\x1b[9;1H\x1b[1m›\x1b[22m \x1b[11;3Hmock-1 default · /tmp/w"
+                .as_bytes(),
+        );
+        let lines = model.lines();
+        assert_eq!(lines[8], "›", "the composer row as the screen model has it");
+        let view = ScreenView {
+            lines: &lines,
+            title: model.title(),
+            osc: &[],
+            cursor_row: 8,
+            foreground: "",
+        };
+        assert_eq!(rules.classify(&view), Activity::Idle);
+    }
+
     /// Every built-in classifies its recorded sample screens as labelled.
     #[test]
     fn builtin_samples_classify_as_recorded() {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use agent_comms_adapters::sessions;
 use agent_comms_core::client::Client;
+use agent_comms_core::control::readable::{self, ScreenReading};
 use agent_comms_core::control::registration::bind_session;
 use agent_comms_core::control::registration::{configure, Configure, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
@@ -296,24 +297,6 @@ fn list(json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn show(id: &str, json: bool) -> anyhow::Result<i32> {
-    let view = runtime_view(id)?;
-    if json {
-        println!("{}", serde_json::to_string(&view)?);
-        return Ok(0);
-    }
-    let text = serde_json::to_value(&view)?;
-    for (k, v) in text.as_object().expect("a struct") {
-        let v = match v {
-            serde_json::Value::Null => "-".to_owned(),
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        println!("{k:<15} {v}");
-    }
-    Ok(0)
-}
-
 fn deliver(id: &str, options: DeliverArgs, text: String) -> anyhow::Result<i32> {
     let view = runtime_view(id)?;
     let id = id.to_owned();
@@ -343,6 +326,55 @@ fn relaunch_in_terminal() -> anyhow::Result<i32> {
     let ran = launch(&argv)?;
     eprintln!("agent-comms: started in a new terminal: {}", ran.join(" "));
     Ok(0)
+}
+
+/// `runtime show`: the record as readers see it, and — for a live runtime
+/// of this host — how its adapter reads the screen: when it cannot, the
+/// adapter's name and the screen's bottom rows say why nothing is delivered.
+fn show(id: &str, json: bool) -> anyhow::Result<i32> {
+    let view = runtime_view(id)?;
+    let reading = match (&view.endpoint, view.local) {
+        (Some(endpoint), true) => readable::read(endpoint.as_ref()).ok(),
+        _ => None,
+    };
+    if json {
+        let mut value = serde_json::to_value(&view)?;
+        if let (Some(reading), Some(object)) = (&reading, value.as_object_mut()) {
+            object.insert("screen".into(), serde_json::to_value(reading)?);
+        }
+        println!("{value}");
+        return Ok(0);
+    }
+    let text = serde_json::to_value(&view)?;
+    for (k, v) in text.as_object().expect("a struct") {
+        let v = match v {
+            serde_json::Value::Null => "-".to_owned(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        println!("{k:<15} {v}");
+    }
+    if let Some(reading) = reading {
+        print_reading(&reading);
+    }
+    Ok(0)
+}
+
+fn print_reading(reading: &ScreenReading) {
+    let activity = reading.activity.as_str();
+    match reading.unknown_for_ms {
+        Some(ms) => println!(
+            "{:<15} {activity} for {} s: the {} adapter cannot read the screen (neither busy nor idle), so nothing is delivered",
+            "activity",
+            ms / 1000,
+            reading.adapter
+        ),
+        None => println!("{:<15} {activity} ({} adapter)", "activity", reading.adapter),
+    }
+    for (i, row) in reading.bottom_rows.iter().enumerate() {
+        let key = if i == 0 { "screen ends" } else { "" };
+        println!("{}", format!("{key:<15} | {row}").trim_end());
+    }
 }
 
 /// Runtime `id` as readers see it now.

@@ -119,9 +119,11 @@ class Knobs:
     bracketed: bool
     autobusy: tuple[int, int] | None
     hide_input: bool
+    no_placeholder: bool
     drop_enter: int
     cpr_timeout_ms: int
     codex_working_ms: int | None
+    codex_sign_in: bool
     ignore_term: bool
 
     @classmethod
@@ -132,9 +134,11 @@ class Knobs:
             bracketed=not _flag(env, "FAKE_NO_BRACKETED"),
             autobusy=_autobusy(env),
             hide_input=_flag(env, "FAKE_HIDE_INPUT"),
+            no_placeholder=_flag(env, "FAKE_NO_PLACEHOLDER"),
             drop_enter=_int(env, "FAKE_DROP_ENTER", 0),
             cpr_timeout_ms=_int(env, "FAKE_CPR_TIMEOUT_MS", 2000),
             codex_working_ms=_int(env, "FAKE_CODEX_WORKING_MS", None),
+            codex_sign_in=_flag(env, "FAKE_CODEX_SIGN_IN"),
             ignore_term=_flag(env, "FAKE_IGNORE_TERM"),
         )
 
@@ -1201,9 +1205,16 @@ class FakeProvider:
 
     def input_rows(self, prefix: str, cont: str, placeholder: str = "") -> tuple[list[str], tuple[int, int]]:
         """The input line's rows and the cursor (row in them, column): at the
-        end of the text; at the start of a placeholder."""
+        end of the text; at the start of a placeholder.
+
+        Knob FAKE_NO_PLACEHOLDER reproduces an empty input line drawn
+        without its placeholder: Codex writes the composer's ``›`` and its
+        dim placeholder separately (recordings of 0.171.0: ``›``, a cursor
+        move past the space, then the placeholder), so without the second
+        write the row reads ``›`` alone once its trailing space is trimmed
+        (issue 11, found from outside)."""
         text = self.shown_input()
-        if not text and placeholder:
+        if not text and placeholder and not self.knobs.no_placeholder:
             return [prefix + dim(placeholder)], (0, cells(prefix))
         rows = wrap(text, prefix, cont, self.width)
         return rows, (len(rows) - 1, min(cells(rows[-1]), self.width - 1))
@@ -1414,6 +1425,8 @@ class CodexFake(FakeProvider):
         interrupt)`` is drawn two rows above the composer only until the
         first text delta; then the reply streams in the history and nothing
         on screen says busy (only the OSC and the title do)."""
+        if self.knobs.codex_sign_in:
+            return self.sign_in_frame()
         above = ["", "  >_ OpenAI Codex (fake)", ""] + self.history_rows(("› ", "  "), ("• ", "  "))
         working_row = ""
         activity = self.activity()
@@ -1433,6 +1446,32 @@ class CodexFake(FakeProvider):
         if activity is not None:
             title = self.TITLE_SPINNER[int(now // ANIMATION_MS) % len(self.TITLE_SPINNER)] + " " + title
         return Frame(screen, place(screen, origin, (2 + crow, ccol)), title)
+
+
+    # Reproduces: without an account Codex shows its sign-in choice and no
+    # composer (the 0.171.0 start-up recordings); no detection rule reads it.
+    SIGN_IN = [
+        "  Welcome to Codex, OpenAI's command-line coding agent",
+        "",
+        "  Choose how you want to use Codex.",
+        "",
+        "> 1. Sign in with ChatGPT",
+        "     Usage included with Plus, Pro, Business, and Enterprise plans",
+        "",
+        "  2. Sign in with Device Code",
+        "     Sign in from another device with a one-time code",
+        "",
+        "  3. Sign in another way",
+        "     Use an API key or another provider",
+        "",
+        "  Press enter to continue",
+    ]
+
+    def sign_in_frame(self) -> Frame:
+        """Knob FAKE_CODEX_SIGN_IN: the sign-in choice screen, for as long
+        as the fake runs (what is typed is kept but never drawn)."""
+        rows = self.SIGN_IN[: self.height]
+        return Frame(rows, (min(4, len(rows) - 1), 0), "")
 
 
 def partial_reply(reply: str, streamed_ms: float, stream_ms: float) -> str:

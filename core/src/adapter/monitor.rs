@@ -49,6 +49,11 @@ pub struct ActivityReport {
     pub by: Classifier,
     /// Why the plugin is not (or no longer) used, if it is not.
     pub plugin_error: Option<String>,
+    /// While `activity` is unknown: for how long it has been, in ms. A
+    /// program that stays unreadable never becomes deliverable, and says
+    /// so only through this (see `doctor`'s `SCREEN_UNREADABLE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_for_ms: Option<u64>,
 }
 
 pub struct ActivityMonitor {
@@ -57,6 +62,8 @@ pub struct ActivityMonitor {
     plugin: Option<Box<dyn PluginHooks>>,
     plugin_error: Option<String>,
     detector: BusyDetector,
+    /// When the debounced activity last became unknown, while it is.
+    unknown_since: Option<Instant>,
 }
 
 impl ActivityMonitor {
@@ -90,18 +97,31 @@ impl ActivityMonitor {
             plugin,
             plugin_error,
             detector: BusyDetector::new(debounce),
+            unknown_since: None,
         }
     }
 
     /// Classifies `view` as seen at `now`.
     pub fn observe(&mut self, view: &ScreenView<'_>, now: Instant) -> ActivityReport {
         let (raw, by) = self.classify(view);
+        let activity = self.detector.observe(now, raw);
+        let unknown_for_ms = match activity {
+            Activity::Unknown => {
+                let since = *self.unknown_since.get_or_insert(now);
+                Some(now.duration_since(since).as_millis() as u64)
+            }
+            _ => {
+                self.unknown_since = None;
+                None
+            }
+        };
         ActivityReport {
-            activity: self.detector.observe(now, raw),
+            activity,
             raw,
             adapter: self.adapter.clone(),
             by,
             plugin_error: self.plugin_error.clone(),
+            unknown_for_ms,
         }
     }
 
@@ -120,5 +140,40 @@ impl ActivityMonitor {
             Some(rules) => (rules.classify(view), Classifier::Rules),
             None => (Activity::Unknown, Classifier::Nothing),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn says_how_long_the_screen_has_been_unreadable() {
+        let text = "schema = 1\nname = \"t\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"t\"]\n\
+                    [detect]\ndebounce_ms = 0\n[[detect.rules]]\nstate = \"idle\"\nscreen = '^> '\n";
+        let profile = Profile::parse("t.toml", text).unwrap();
+        let mut monitor = ActivityMonitor::new("t", Ok(&profile), None);
+        let look = |monitor: &mut ActivityMonitor, row: &str, at| {
+            let lines = [row.to_owned()];
+            let view = ScreenView {
+                lines: &lines,
+                title: "",
+                osc: &[],
+                cursor_row: 0,
+                foreground: "",
+            };
+            monitor.observe(&view, at)
+        };
+        let t0 = Instant::now();
+        assert_eq!(look(&mut monitor, "Sign in", t0).unknown_for_ms, Some(0));
+        let later = look(&mut monitor, "Sign in", t0 + Duration::from_secs(3));
+        assert_eq!(later.activity, Activity::Unknown);
+        assert_eq!(later.unknown_for_ms, Some(3000));
+        let idle = look(&mut monitor, "> ready", t0 + Duration::from_secs(4));
+        assert_eq!(idle.unknown_for_ms, None);
+        let again = look(&mut monitor, "Sign in", t0 + Duration::from_secs(5));
+        assert_eq!(again.unknown_for_ms, Some(0), "counted afresh");
     }
 }

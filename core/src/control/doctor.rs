@@ -5,13 +5,14 @@
 
 use serde::Serialize;
 
+use super::readable::{self, ScreenReading};
 use super::registration::{effective_status, heartbeat_stale, repair_command, INTERACTIVE};
 use super::ControlError;
 use crate::adapter::command::on_path;
 use crate::adapter::profile::Kind;
 use crate::adapter::{version, Entry};
 use crate::socket::is_dialable;
-use crate::store::{RuntimeStatus, Store};
+use crate::store::{RuntimeRecord, RuntimeStatus, Store};
 use crate::time::iso_from_unix_millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,79 +36,139 @@ pub struct Finding {
 
 /// Every finding about the store's runtimes and attempts; `profile_problems`
 /// are the adapters' load errors (the adapter registry lives above core).
+/// Live runtimes of this host are asked how their adapter reads the screen.
 pub fn examine(
     store: &dyn Store,
     host: &str,
     now: u64,
     profile_problems: &[String],
 ) -> Result<Vec<Finding>, ControlError> {
-    let mut findings = Vec::new();
     let runtimes = store.runtimes()?;
+    let mut findings = Vec::new();
     for r in &runtimes {
-        if r.kind != INTERACTIVE || r.connector != INTERACTIVE || r.max_concurrent != 1 {
-            findings.push(Finding {
-                code: "RUNTIME_MISMATCH",
-                severity: Severity::Error,
-                subject: format!("runtime {}", r.id),
-                message: format!(
-                    "kind {}, connector {}, max-concurrent {}: interactive-serve refuses it",
-                    r.kind, r.connector, r.max_concurrent
-                ),
-                repair: Some(repair_command(&r.agent, &r.id)),
-            });
-        }
-        let foreign = r.host.as_deref().is_some_and(|h| h != host);
-        if foreign {
-            findings.push(Finding {
-                code: "FOREIGN_HOST",
-                severity: Severity::Warning,
-                subject: format!("runtime {}", r.id),
-                message: format!(
-                    "registered on host {}; messages to agent {} are UNAVAILABLE from here",
-                    r.host.as_deref().unwrap_or("?"),
-                    r.agent
-                ),
-                repair: Some(repair_command(&r.agent, &r.id)),
-            });
+        findings.extend(mismatch(r));
+        if let Some(foreign) = foreign_host(r, host) {
+            findings.push(foreign);
             continue;
         }
-        if r.status != RuntimeStatus::Online {
-            continue;
-        }
-        let dialable = r
-            .endpoint
-            .as_deref()
-            .is_some_and(|e| is_dialable(e.as_ref()));
-        if !dialable {
-            findings.push(Finding {
-                code: "ENDPOINT_NOT_DIALABLE",
-                severity: Severity::Error,
-                subject: format!("runtime {}", r.id),
-                message: format!(
-                    "ONLINE, but its endpoint {} does not answer: the supervisor is gone",
-                    r.endpoint.as_deref().unwrap_or("(none)")
-                ),
-                repair: Some(format!(
-                    "agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
-                    r.agent, r.id
-                )),
-            });
-        } else if heartbeat_stale(r, now) {
-            let last = r
-                .last_heartbeat
-                .map_or_else(|| "never".into(), iso_from_unix_millis);
-            findings.push(Finding {
-                code: "HEARTBEAT_STALE",
-                severity: Severity::Warning,
-                subject: format!("runtime {}", r.id),
-                message: format!("its endpoint answers but its last heartbeat was {last}; the supervisor may be stuck"),
-                repair: None,
-            });
+        if r.status == RuntimeStatus::Online {
+            findings.extend(liveness(r, now));
         }
     }
+    findings.extend(ambiguous_runtimes(&runtimes, now));
+    findings.extend(stale_attempts(store, now)?);
+    findings.extend(invalid_profiles(profile_problems));
+    Ok(findings)
+}
+
+fn runtime_subject(r: &RuntimeRecord) -> String {
+    format!("runtime {}", r.id)
+}
+
+/// `RUNTIME_MISMATCH`: a record interactive-serve refuses.
+fn mismatch(r: &RuntimeRecord) -> Option<Finding> {
+    let fits = r.kind == INTERACTIVE && r.connector == INTERACTIVE && r.max_concurrent == 1;
+    (!fits).then(|| Finding {
+        code: "RUNTIME_MISMATCH",
+        severity: Severity::Error,
+        subject: runtime_subject(r),
+        message: format!(
+            "kind {}, connector {}, max-concurrent {}: interactive-serve refuses it",
+            r.kind, r.connector, r.max_concurrent
+        ),
+        repair: Some(repair_command(&r.agent, &r.id)),
+    })
+}
+
+/// `FOREIGN_HOST`: a runtime another host serves; nothing else about it
+/// can be checked from here.
+fn foreign_host(r: &RuntimeRecord, host: &str) -> Option<Finding> {
+    let other = r.host.as_deref().filter(|h| *h != host)?;
+    Some(Finding {
+        code: "FOREIGN_HOST",
+        severity: Severity::Warning,
+        subject: runtime_subject(r),
+        message: format!(
+            "registered on host {other}; messages to agent {} are UNAVAILABLE from here",
+            r.agent
+        ),
+        repair: Some(repair_command(&r.agent, &r.id)),
+    })
+}
+
+/// An ONLINE runtime of this host: `ENDPOINT_NOT_DIALABLE` when its
+/// supervisor is gone, `HEARTBEAT_STALE` when it may be stuck, and else
+/// `SCREEN_UNREADABLE` when its adapter cannot read the screen.
+fn liveness(r: &RuntimeRecord, now: u64) -> Option<Finding> {
+    let endpoint = r.endpoint.as_deref().filter(|e| is_dialable(e.as_ref()));
+    let Some(endpoint) = endpoint else {
+        return Some(Finding {
+            code: "ENDPOINT_NOT_DIALABLE",
+            severity: Severity::Error,
+            subject: runtime_subject(r),
+            message: format!(
+                "ONLINE, but its endpoint {} does not answer: the supervisor is gone",
+                r.endpoint.as_deref().unwrap_or("(none)")
+            ),
+            repair: Some(format!(
+                "agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
+                r.agent, r.id
+            )),
+        });
+    };
+    if heartbeat_stale(r, now) {
+        let last = r
+            .last_heartbeat
+            .map_or_else(|| "never".into(), iso_from_unix_millis);
+        return Some(Finding {
+            code: "HEARTBEAT_STALE",
+            severity: Severity::Warning,
+            subject: runtime_subject(r),
+            message: format!("its endpoint answers but its last heartbeat was {last}; the supervisor may be stuck"),
+            repair: None,
+        });
+    }
+    // Only a supervisor that heartbeats is asked: a stuck one would not
+    // answer, and the client does not time out.
+    readable::read(endpoint.as_ref())
+        .ok()
+        .filter(ScreenReading::unreadable)
+        .map(|reading| screen_unreadable(r, &reading))
+}
+
+/// `SCREEN_UNREADABLE`: the adapter has read the screen as neither busy
+/// nor idle for a while, so every delivery waits out its timeout.
+fn screen_unreadable(r: &RuntimeRecord, reading: &ScreenReading) -> Finding {
+    let secs = reading.unknown_for_ms.unwrap_or_default() / 1000;
+    let mut message = format!(
+        "the {} adapter cannot read its screen: neither busy nor idle for {secs} s, so no message is delivered until it can; the screen ends with:",
+        reading.adapter
+    );
+    for row in &reading.bottom_rows {
+        message.push_str("\n    |");
+        if !row.is_empty() {
+            message.push(' ');
+            message.push_str(row);
+        }
+    }
+    Finding {
+        code: "SCREEN_UNREADABLE",
+        severity: Severity::Warning,
+        subject: runtime_subject(r),
+        message,
+        repair: Some(format!(
+            "answer what the program asks in the runtime's terminal; if it shows a prompt the adapter should read, see the screen with `agent-comms session snapshot {}`, add it to the profile as a sample and check the rules with: agent-comms adapters check {}",
+            r.id, reading.adapter
+        )),
+    }
+}
+
+/// `AMBIGUOUS_RUNTIMES`: an agent with more than one runtime online.
+fn ambiguous_runtimes(runtimes: &[RuntimeRecord], now: u64) -> Vec<Finding> {
     let mut agents: Vec<&str> = runtimes.iter().map(|r| r.agent.as_str()).collect();
     agents.sort_unstable();
     agents.dedup();
+    let mut findings = Vec::new();
     for agent in agents {
         let online: Vec<&str> = runtimes
             .iter()
@@ -128,8 +189,15 @@ pub fn examine(
             });
         }
     }
-    for a in store.stale_attempts(now)? {
-        findings.push(Finding {
+    findings
+}
+
+/// `STALE_DELIVERY_ATTEMPT`: attempts whose runtime stopped mid-delivery.
+fn stale_attempts(store: &dyn Store, now: u64) -> Result<Vec<Finding>, ControlError> {
+    Ok(store
+        .stale_attempts(now)?
+        .into_iter()
+        .map(|a| Finding {
             code: "STALE_DELIVERY_ATTEMPT",
             severity: Severity::Warning,
             subject: format!("invocation {}", a.invocation),
@@ -140,18 +208,22 @@ pub fn examine(
                 iso_from_unix_millis(a.lease_until)
             ),
             repair: Some(format!("agent-comms message redeliver --id {}", a.invocation)),
-        });
-    }
-    for problem in profile_problems {
-        findings.push(Finding {
+        })
+        .collect())
+}
+
+/// `INVALID_PROFILE`: adapter profiles that did not load.
+fn invalid_profiles(problems: &[String]) -> Vec<Finding> {
+    problems
+        .iter()
+        .map(|problem| Finding {
             code: "INVALID_PROFILE",
             severity: Severity::Error,
             subject: "adapters".into(),
             message: problem.clone(),
             repair: Some("agent-comms adapters check".into()),
-        });
-    }
-    Ok(findings)
+        })
+        .collect()
 }
 
 /// Agent adapters whose CLI is installed at a version outside the one(s)

@@ -9,6 +9,7 @@
 //!   the collision guard.
 //! - [`messages`]: `send`, `message list|show|redeliver`.
 //! - [`doctor`]: findings with codes and exact repairs.
+//! - [`readable`]: whether a live runtime's adapter can read its screen.
 //! - [`host`]: this host's id.
 //!
 //! Every state change goes through [`crate::store`] first; what runs in a
@@ -18,6 +19,7 @@ pub mod doctor;
 pub mod host;
 mod inbox;
 pub mod messages;
+pub mod readable;
 pub mod registration;
 pub mod serve;
 pub mod start;

@@ -22,6 +22,8 @@ const MAX_ENTER_PRESSES: u32 = 3;
 const TICK: Duration = Duration::from_millis(25);
 /// How much of the text's end identifies it in the input line.
 const TAIL_CHARS: usize = 24;
+/// Why delivery waits while the adapter reads neither busy nor idle.
+const UNREADABLE: &str = "the program shows neither busy nor idle yet";
 
 /// What the coordinator needs from a live session. The supervisor's state
 /// implements it; each call takes the state's lock briefly.
@@ -60,6 +62,10 @@ pub struct DeliveryStyle {
     pub input: Input,
     /// How long after a person's last keystroke delivery waits.
     pub keyboard_quiet: Duration,
+    /// The session and the adapter that reads its screen, named in the
+    /// error of a delivery that waited for a screen the adapter cannot read.
+    pub session: String,
+    pub adapter: Option<String>,
 }
 
 /// Serializes deliveries into one session and runs each to its evidence.
@@ -142,7 +148,7 @@ impl DeliveryCoordinator {
                 return Err(DeliveryError::NotReady(why.to_owned()));
             }
             if Instant::now() >= deadline {
-                return Err(timeout(opts, &format!("ready ({why})")));
+                return Err(self.not_ready_in_time(opts, why));
             }
             self.settle(deadline).await;
         }
@@ -157,7 +163,7 @@ impl DeliveryCoordinator {
         }
         match o.activity {
             Activity::Busy => return Some("the program is busy"),
-            Activity::Unknown => return Some("the program shows neither busy nor idle yet"),
+            Activity::Unknown => return Some(UNREADABLE),
             Activity::Idle => {}
         }
         match &o.input {
@@ -166,6 +172,20 @@ impl DeliveryCoordinator {
                 Some("the input line holds unsent text")
             }
             Some(_) => None,
+        }
+    }
+
+    /// The error of a wait for ready that ran out of time: the plain
+    /// timeout, or — when the adapter could not read the screen — where to
+    /// look and what to check.
+    fn not_ready_in_time(&self, opts: DeliveryOptions, why: &str) -> DeliveryError {
+        match &self.style.adapter {
+            Some(adapter) if why == UNREADABLE => DeliveryError::Unreadable {
+                secs: opts.timeout_ms.div_ceil(1000),
+                session: self.style.session.clone(),
+                adapter: adapter.clone(),
+            },
+            _ => timeout(opts, &format!("ready ({why})")),
         }
     }
 

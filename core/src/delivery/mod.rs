@@ -56,6 +56,12 @@ pub enum DeliveryError {
     NotReady(String),
     #[error("timed out after {secs} s waiting until {waiting}; nothing was typed")]
     Timeout { secs: u64, waiting: String },
+    #[error("timed out after {secs} s: the {adapter} adapter cannot read the screen (it shows neither busy nor idle), so nothing was typed; see what it shows with: agent-comms session snapshot {session}; if the adapter should read it, add it to the profile as a sample and check the rules with: agent-comms adapters check {adapter}")]
+    Unreadable {
+        secs: u64,
+        session: String,
+        adapter: String,
+    },
     #[error("the text did not show on the screen within {0} ms after it was written, so Enter was not pressed; look at the session (agent-comms session attach) and clear its input line")]
     NoEcho(u64),
     #[error("Enter was pressed {0} times and the input line still holds the text; look at the session (agent-comms session attach)")]

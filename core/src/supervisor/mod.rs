@@ -353,6 +353,8 @@ impl Supervisor {
         let style = DeliveryStyle {
             input: adapter_input(config.adapter.as_ref()),
             keyboard_quiet: Duration::from_millis(config.keyboard_quiet_ms),
+            session: config.name.to_string(),
+            adapter: config.adapter.as_ref().map(|a| a.name.clone()),
         };
         Ok(Self {
             shared: Shared {
