@@ -190,3 +190,90 @@ fn the_cycle_finder_finds_a_cycle() {
     assert_eq!(cycle_from(&graph, "a").unwrap(), ["a", "b", "a"]);
     assert_eq!(cycle_from(&graph, "c"), None);
 }
+
+/// Longest function body, in lines, before it needs a reason: a comment
+/// line starting `// Long:` just above the function says why.
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// Functions of `path` longer than [`MAX_FUNCTION_LINES`] with no reason
+/// given: (first line, length, signature). Braces are counted outside
+/// string and character literals, which is enough for rustfmt'd code.
+fn long_functions(path: &Path) -> Vec<(usize, usize, String)> {
+    let text = fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let signature =
+        regex::Regex::new(r"^\s*(pub(\([a-z]+\))? )?(async )?(unsafe )?fn \w+").unwrap();
+    let literals = regex::Regex::new(r#""(\\.|[^"\\])*"|'(\\.|[^'\\])'"#).unwrap();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        if !signature.is_match(line) {
+            continue;
+        }
+        let (mut depth, mut opened, mut end) = (0i32, false, start);
+        for (n, line) in lines.iter().enumerate().skip(start) {
+            let code = literals.replace_all(line, "\"\"");
+            let code = code.split("//").next().unwrap_or_default();
+            for c in code.chars() {
+                match c {
+                    '{' => (depth, opened) = (depth + 1, true),
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            end = n;
+            if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+        let length = end - start + 1;
+        let reasoned = lines[..start]
+            .iter()
+            .rev()
+            .take_while(|l| {
+                let l = l.trim_start();
+                l.starts_with("//") || l.starts_with("#[")
+            })
+            .any(|l| l.trim_start().starts_with("// Long:"));
+        if length > MAX_FUNCTION_LINES && !reasoned {
+            found.push((start + 1, length, line.trim().to_owned()));
+        }
+    }
+    found
+}
+
+#[test]
+fn functions_in_core_and_the_cli_are_short_or_say_why() {
+    let mut files = Vec::new();
+    rust_files(&core_src(), &mut files);
+    rust_files(&core_src().join("../../src"), &mut files);
+    let mut long = Vec::new();
+    for file in &files {
+        for (line, length, signature) in long_functions(file) {
+            long.push(format!(
+                "{}:{line}: {length} lines: {signature}",
+                file.display()
+            ));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them, or say why in a `// Long:` comment above):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_length_check_measures_a_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.rs");
+    let body = "    let x = \"}\";\n".repeat(MAX_FUNCTION_LINES);
+    fs::write(
+        &file,
+        format!("fn long() {{\n{body}}}\n\n// Long: a table.\nfn reasoned() {{\n{body}}}\n"),
+    )
+    .unwrap();
+    let found = long_functions(&file);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, 1);
+    assert_eq!(found[0].1, MAX_FUNCTION_LINES + 2);
+}

@@ -13,7 +13,7 @@ use super::output::OutputBuffer;
 use super::view::FRAME_ENTERS;
 use super::{
     error_reply, is_cell_id, kill_hook, reply, write_private, ActiveCell, CellEngine, EngineNote,
-    FrameMode, Settling, EVENT_HISTORY,
+    FrameMode, Integration, Settling, EVENT_HISTORY,
 };
 use crate::ids::random_hex;
 use crate::socket::protocol::{CellEvent, CellReply, CellState, CellStatusReply};
@@ -32,7 +32,12 @@ impl CellEngine {
             return Err(error_reply(None, format!("active cell '{}'", active.id)));
         }
         let id = random_hex(6);
-        let (input, file, detector, hook_pid) = match self.prepare(&id, &code) {
+        let Prepared {
+            input,
+            file,
+            detector,
+            hook_pid,
+        } = match self.prepare(&id, &code) {
             Ok(p) => p,
             Err(message) => return Err(error_reply(None, format!("send failed: {message}"))),
         };
@@ -65,87 +70,94 @@ impl CellEngine {
     }
 
     /// The bytes to type, the cell file, and the detector for one cell.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn prepare(
+    pub(super) fn prepare(&self, id: &str, code: &str) -> Result<Prepared, String> {
+        match &self.config.frame {
+            FrameMode::Integration(i) => self.prepare_integrated(i, id, code),
+            mode => self.prepare_line_mode(mode, id, code),
+        }
+    }
+
+    /// Integration: one simple line is typed as is; anything else runs from
+    /// a cell file; the REPL's marks frame it.
+    fn prepare_integrated(
         &self,
+        i: &Integration,
         id: &str,
         code: &str,
-    ) -> Result<
-        (
-            Vec<u8>,
-            Option<PathBuf>,
-            Box<dyn FrameDetector>,
-            Option<u32>,
-        ),
-        String,
-    > {
-        let enters = "\r".repeat(FRAME_ENTERS);
-        match &self.config.frame {
-            FrameMode::Integration(i) => {
-                if i.type_simple_lines && is_simple_line(code) {
-                    let d = IntegrationDetector::new(
-                        &self.config.token,
-                        i.newline_after_start,
-                        i.exit_status,
-                    );
-                    return Ok((format!("{code}\r").into_bytes(), None, Box::new(d), None));
-                }
-                let path = self.config.files_dir.join(format!("{id}{}", i.file_suffix));
-                write_private(&path, &format!("{}{code}\n", i.file_prologue))
-                    .map_err(|e| e.to_string())?;
-                let typed = i.run_file.replace("{file}", &path.display().to_string());
-                let d = IntegrationDetector::new(
-                    &self.config.token,
-                    i.newline_after_start,
-                    i.exit_status,
-                );
-                Ok((
-                    format!("{typed}\r").into_bytes(),
-                    Some(path),
-                    Box::new(d),
-                    None,
-                ))
-            }
-            mode => {
-                // agent-tty's framing: multi-line code is run from a file
-                // where the profile says how (bash sources it); everything
-                // else is pasted line by line.
-                let from_file = self
-                    .config
-                    .line_mode_file
-                    .as_ref()
-                    .filter(|_| !matches!(mode, FrameMode::Prompt(_)) && echo_lines(code) > 1);
-                let (send, file) = if let Some(how) = from_file {
-                    let path = self
-                        .config
-                        .files_dir
-                        .join(format!("{id}{}", how.file_suffix));
-                    write_private(&path, &format!("{code}\n")).map_err(|e| e.to_string())?;
-                    let typed = how.run_file.replace("{file}", &path.display().to_string());
-                    (typed, Some(path))
-                } else {
-                    (code.trim_start().to_owned(), None)
-                };
-                let echo = echo_lines(&send);
-                let mut input = send.split('\n').collect::<Vec<_>>().join("\r");
-                input.push('\r');
-                let (detector, hook_pid): (Box<dyn FrameDetector>, _) = match mode {
-                    FrameMode::Prompt(p) => (Box::new(PromptDetector::new(p, echo)), None),
-                    FrameMode::Hook(path) => {
-                        input.push_str(&enters);
-                        let (tx, pid) = self
-                            .spawn_hook(id, path)
-                            .map_err(|e| format!("hook {}: {e}", path.display()))?;
-                        (Box::new(HookDetector::new(echo, tx)), Some(pid))
-                    }
-                    _ => {
-                        input.push_str(&enters);
-                        (Box::new(RepeatDetector::new(echo)), None)
-                    }
-                };
-                Ok((input.into_bytes(), file, detector, hook_pid))
-            }
+    ) -> Result<Prepared, String> {
+        let detector = Box::new(IntegrationDetector::new(
+            &self.config.token,
+            i.newline_after_start,
+            i.exit_status,
+        ));
+        if i.type_simple_lines && is_simple_line(code) {
+            return Ok(Prepared {
+                input: format!("{code}\r").into_bytes(),
+                file: None,
+                detector,
+                hook_pid: None,
+            });
         }
+        let path = self.config.files_dir.join(format!("{id}{}", i.file_suffix));
+        write_private(&path, &format!("{}{code}\n", i.file_prologue)).map_err(|e| e.to_string())?;
+        let typed = i.run_file.replace("{file}", &path.display().to_string());
+        Ok(Prepared {
+            input: format!("{typed}\r").into_bytes(),
+            file: Some(path),
+            detector,
+            hook_pid: None,
+        })
+    }
+
+    /// Line modes, agent-tty's framing: multi-line code is run from a file
+    /// where the profile says how (bash sources it); everything else is
+    /// pasted line by line; the prompt, Enters or a hook end the frame.
+    fn prepare_line_mode(
+        &self,
+        mode: &FrameMode,
+        id: &str,
+        code: &str,
+    ) -> Result<Prepared, String> {
+        let from_file = self
+            .config
+            .line_mode_file
+            .as_ref()
+            .filter(|_| !matches!(mode, FrameMode::Prompt(_)) && echo_lines(code) > 1);
+        let (send, file) = if let Some(how) = from_file {
+            let path = self
+                .config
+                .files_dir
+                .join(format!("{id}{}", how.file_suffix));
+            write_private(&path, &format!("{code}\n")).map_err(|e| e.to_string())?;
+            let typed = how.run_file.replace("{file}", &path.display().to_string());
+            (typed, Some(path))
+        } else {
+            (code.trim_start().to_owned(), None)
+        };
+        let echo = echo_lines(&send);
+        let mut input = send.split('\n').collect::<Vec<_>>().join("\r");
+        input.push('\r');
+        let enters = "\r".repeat(FRAME_ENTERS);
+        let (detector, hook_pid): (Box<dyn FrameDetector>, _) = match mode {
+            FrameMode::Prompt(p) => (Box::new(PromptDetector::new(p, echo)), None),
+            FrameMode::Hook(path) => {
+                input.push_str(&enters);
+                let (tx, pid) = self
+                    .spawn_hook(id, path)
+                    .map_err(|e| format!("hook {}: {e}", path.display()))?;
+                (Box::new(HookDetector::new(echo, tx)), Some(pid))
+            }
+            _ => {
+                input.push_str(&enters);
+                (Box::new(RepeatDetector::new(echo)), None)
+            }
+        };
+        Ok(Prepared {
+            input: input.into_bytes(),
+            file,
+            detector,
+            hook_pid,
+        })
     }
 
     pub(super) fn spawn_hook(
@@ -315,6 +327,15 @@ impl CellEngine {
         self.past.push_back(event.clone());
         let _ = self.events.send(event);
     }
+}
+
+/// What typing one cell takes: the bytes, the cell file (removed when the
+/// cell ends), the detector of its frame's end, and a hook's pid.
+pub(super) struct Prepared {
+    input: Vec<u8>,
+    file: Option<PathBuf>,
+    detector: Box<dyn FrameDetector>,
+    hook_pid: Option<u32>,
 }
 
 /// Lines the REPL echoes: the code's lines up to the last non-blank one.

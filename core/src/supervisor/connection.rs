@@ -158,31 +158,36 @@ impl Connection {
                     code,
                     timeout_ms,
                 } => {
-                    let started = self
-                        .shared
-                        .lock()
-                        .cells_mut()
-                        .map(|c| c.run(code, timeout_ms, true));
-                    let response = match started {
-                        Err(message) => Response::Error { message },
-                        Ok(Err(reply)) => Response::Cell(reply),
-                        Ok(Ok(done)) => {
-                            let mut exit = self.shared.exit.clone();
-                            // The engine answers a cell the REPL took down with
-                            // it before the exit is announced: its reply (with
-                            // the cell and the exit) must win over the bare one.
-                            tokio::select! {
-                                biased;
-                                reply = done => reply.map(Response::Cell).unwrap_or_else(|_| Response::Error { message: "result missing".into() }),
-                                _ = exited(&mut exit) => Response::Error { message: "session exited".into() },
-                            }
-                        }
-                    };
+                    let response = self.run_cell(code, timeout_ms).await;
                     self.reply(id, response).await?;
                 }
                 other => {
                     let response = self.answer(other);
                     self.reply(id, response).await?;
+                }
+            }
+        }
+    }
+
+    /// `k run` (waiting): starts the cell and answers with its result.
+    async fn run_cell(&mut self, code: String, timeout_ms: u64) -> Response {
+        let started = self
+            .shared
+            .lock()
+            .cells_mut()
+            .map(|c| c.run(code, timeout_ms, true));
+        match started {
+            Err(message) => Response::Error { message },
+            Ok(Err(reply)) => Response::Cell(reply),
+            Ok(Ok(done)) => {
+                let mut exit = self.shared.exit.clone();
+                // The engine answers a cell the REPL took down with it
+                // before the exit is announced: its reply (with the cell and
+                // the exit) must win over the bare one.
+                tokio::select! {
+                    biased;
+                    reply = done => reply.map(Response::Cell).unwrap_or_else(|_| Response::Error { message: "result missing".into() }),
+                    _ = exited(&mut exit) => Response::Error { message: "session exited".into() },
                 }
             }
         }

@@ -318,6 +318,17 @@ fn start_child(
     Ok((pty, record))
 }
 
+/// How far the child is in ending: the event loop stops once it exited
+/// and its output was read to the end (or the drain time ran out).
+#[derive(Default)]
+struct Ending {
+    exited: Option<ExitInfo>,
+    eof: bool,
+    /// SIGKILL follows at this time (a termination was asked for).
+    kill_deadline: Option<tokio::time::Instant>,
+    drain_deadline: Option<tokio::time::Instant>,
+}
+
 /// A supervisor whose child runs and whose socket listens.
 pub struct Supervisor {
     shared: Shared,
@@ -404,10 +415,7 @@ impl Supervisor {
         let mut ready = Some(ready);
         let mut connections = tokio::task::JoinSet::new();
         let mut signals = TerminationSignals::new();
-        let mut exited: Option<ExitInfo> = None;
-        let mut eof = false;
-        let mut kill_deadline: Option<tokio::time::Instant> = None;
-        let mut drain_deadline: Option<tokio::time::Instant> = None;
+        let mut ending = Ending::default();
         let ready_deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
         loop {
             if ready.is_some() && self.is_ready() {
@@ -416,33 +424,14 @@ impl Supervisor {
             let setup_deadline = ready
                 .as_ref()
                 .map(|_| ready_deadline)
-                .filter(|_| kill_deadline.is_none());
-            let cell_deadline = self
-                .shared
-                .lock()
-                .cells
-                .as_ref()
-                .and_then(|c| c.next_deadline())
-                .map(tokio::time::Instant::from_std);
+                .filter(|_| ending.kill_deadline.is_none());
+            let cell_deadline = self.cell_deadline();
             tokio::select! {
-                event = self.events.recv() => match event {
-                    Some(PtyEvent::Output(bytes)) => {
-                        tap(&bytes);
-                        self.on_output(bytes);
+                event = self.events.recv() => {
+                    if self.on_pty_event(event, &mut tap, &mut ending) {
+                        break;
                     }
-                    Some(PtyEvent::Eof) | None => {
-                        eof = true;
-                        if exited.is_some() { break; }
-                    }
-                    Some(PtyEvent::Exited(info)) => {
-                        tracing::info!(session = %self.record.name, "child exited: {info}");
-                        exited = Some(info);
-                        if eof { break; }
-                        // Output may still sit in the PTY; a grandchild that
-                        // keeps the slave open must not keep us alive.
-                        drain_deadline = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-                    }
-                },
+                }
                 stream = self.listener.accept() => {
                     connections.spawn(connection::serve(stream, self.shared.clone()));
                 }
@@ -454,29 +443,27 @@ impl Supervisor {
                 }
                 grace = self.terminate_rx.recv() => {
                     let grace = grace.unwrap_or(self.shared.kill_grace);
-                    self.begin_termination(grace, &mut kill_deadline);
+                    self.begin_termination(grace, &mut ending.kill_deadline);
                 }
                 _ = signals.recv() => {
                     let grace = self.shared.kill_grace;
-                    self.begin_termination(grace, &mut kill_deadline);
+                    self.begin_termination(grace, &mut ending.kill_deadline);
                 }
-                _ = sleep_until(kill_deadline) => {
+                _ = sleep_until(ending.kill_deadline) => {
                     tracing::warn!("child still running after the grace period; sending SIGKILL");
                     self.shared.lock().pty.kill();
-                    kill_deadline = None;
+                    ending.kill_deadline = None;
                 }
-                _ = sleep_until(cell_deadline) => {
-                    self.on_cell_tick();
-                }
-                _ = sleep_until(drain_deadline) => break,
+                _ = sleep_until(cell_deadline) => self.on_cell_tick(),
+                _ = sleep_until(ending.drain_deadline) => break,
                 _ = sleep_until(setup_deadline) => {
                     tracing::error!("the REPL did not finish shell-integration set-up in {SETUP_TIMEOUT:?}; ending it");
                     let grace = self.shared.kill_grace;
-                    self.begin_termination(grace, &mut kill_deadline);
+                    self.begin_termination(grace, &mut ending.kill_deadline);
                 }
             }
         }
-        let info = exited.unwrap_or(ExitInfo {
+        let info = ending.exited.unwrap_or(ExitInfo {
             code: None,
             signal: None,
         });
@@ -488,6 +475,45 @@ impl Supervisor {
         })
         .await;
         info
+    }
+
+    /// Output, end of output or the child's exit; true once both of the
+    /// last two came (the session is over).
+    fn on_pty_event(
+        &mut self,
+        event: Option<PtyEvent>,
+        tap: &mut impl FnMut(&[u8]),
+        ending: &mut Ending,
+    ) -> bool {
+        match event {
+            Some(PtyEvent::Output(bytes)) => {
+                tap(&bytes);
+                self.on_output(bytes);
+                false
+            }
+            Some(PtyEvent::Eof) | None => {
+                ending.eof = true;
+                ending.exited.is_some()
+            }
+            Some(PtyEvent::Exited(info)) => {
+                tracing::info!(session = %self.record.name, "child exited: {info}");
+                ending.exited = Some(info);
+                // Output may still sit in the PTY; a grandchild that keeps
+                // the slave open must not keep us alive.
+                ending.drain_deadline = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+                ending.eof
+            }
+        }
+    }
+
+    /// When a `k` session's cell engine next needs a tick.
+    fn cell_deadline(&self) -> Option<tokio::time::Instant> {
+        self.shared
+            .lock()
+            .cells
+            .as_ref()
+            .and_then(|c| c.next_deadline())
+            .map(tokio::time::Instant::from_std)
     }
 
     fn is_ready(&self) -> bool {
