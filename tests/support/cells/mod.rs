@@ -67,9 +67,8 @@ impl Env {
     /// terminal would start it.
     pub fn terminal_command(&self, bin: &str, args: &[&str]) -> Command {
         let mut cmd = self.env.command_of(bin, args);
-        // The cells tests have always run with the work directory as the
-        // project (no AGENT_COMMS_PROJECT); with the variable set,
-        // `int_right_after_fire_leaves_the_session_usable` times out.
+        // `k` finds its project from the current directory, as a person's
+        // does: the work directory, not a project named by the harness.
         cmd.current_dir(&self.work)
             .env_remove("AGENT_COMMS_PROJECT")
             .env("TERM", "xterm-256color")
