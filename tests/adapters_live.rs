@@ -2,12 +2,13 @@
 //! plugin that fails while the session runs — which is reported, set aside,
 //! and replaced by the rules, the session unharmed.
 
-mod common;
+mod support;
 
 use std::path::PathBuf;
 
-use common::{wait_until, TestEnv};
 use serde_json::Value;
+use support::env::TestEnv;
+use support::wait_until;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

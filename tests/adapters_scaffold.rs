@@ -2,68 +2,60 @@
 //! cargo as generated, and `adapters check` loads what it built and passes
 //! the profile's samples through both the rules and the plugin.
 
-use std::path::Path;
+mod support;
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_agent-comms");
+use support::env::TestEnv;
+use support::run::{run_within, Run};
 
-fn run(what: &str, cmd: &mut Command) -> std::process::Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+/// Bound for one step: a cold cargo build of a scaffold takes minutes.
+const STEP: Duration = Duration::from_secs(600);
+
+/// Runs one step to completion, asserting that it succeeds.
+fn run(what: &str, cmd: Command) -> Run {
+    run_within(cmd, what, STEP).ok()
 }
 
-#[test]
-fn the_native_scaffold_builds_and_passes_check_as_generated() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let tmp = tempfile::tempdir().unwrap();
-    run(
-        "adapters new",
-        Command::new(BIN)
-            .args(["adapters", "new", "probe", "--form", "native", "--dir"])
-            .arg(tmp.path()),
-    );
-    let root = tmp.path().join("probe");
+/// `adapters new probe --form FORM` into the test's directory; the
+/// scaffold's crate root.
+fn scaffold(env: &TestEnv, form: &str) -> PathBuf {
+    let mut cmd = env.command(&["adapters", "new", "probe", "--form", form, "--dir"]);
+    cmd.arg(env.base());
+    run("adapters new", cmd);
+    env.base().join("probe")
+}
 
-    // The workspace's lock pins the same dependency versions, so the build
-    // needs no registry; a target directory kept under the workspace's
-    // target/ keeps compiled dependencies from one run to the next.
-    std::fs::copy(workspace.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
-    let target = workspace.join("target").join("scaffold-native");
+/// `cargo ARGS…` in the scaffold's crate, into `target`.
+fn cargo_build(root: &Path, target: &Path, args: &[&str]) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    run(
-        "cargo build of the scaffold",
-        Command::new(cargo)
-            .args(["build", "--offline"])
-            .current_dir(&root)
-            .env("CARGO_TARGET_DIR", &target),
-    );
+    let mut cmd = Command::new(cargo);
+    cmd.args(args)
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target);
+    run("cargo build of the scaffold", cmd);
+}
 
-    let out = run(
-        "adapters check",
-        Command::new(BIN)
-            .args(["adapters", "check", "--json"])
-            .arg(root.join("probe.toml"))
-            .env("CARGO_TARGET_DIR", &target),
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+/// `adapters check --json PROFILE`, parsed.
+fn check(env: &TestEnv, profile: &Path, vars: &[(&str, &Path)]) -> serde_json::Value {
+    let mut cmd = env.command(&["adapters", "check", "--json"]);
+    cmd.arg(profile);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = run("adapters check", cmd);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// Asserts that `report` loaded the scaffold's plugin of `form` and that
+/// both of its samples pass, through the rules and through the plugin.
+fn assert_loaded(report: &serde_json::Value, form: &str) {
     let plugin = &report["plugin"];
-    assert_eq!(plugin["form"], "native", "{report}");
+    assert_eq!(plugin["form"], form, "{report}");
     assert_eq!(plugin["loaded"], true, "{report}");
     assert_eq!(plugin["info"]["name"], "probe", "{report}");
-    assert!(
-        plugin["path"]
-            .as_str()
-            .unwrap()
-            .starts_with(target.to_str().unwrap()),
-        "{report}"
-    );
     for samples in [&report["samples"], &plugin["samples"]] {
         let samples = samples.as_array().unwrap();
         assert_eq!(samples.len(), 2, "{report}");
@@ -72,16 +64,38 @@ fn the_native_scaffold_builds_and_passes_check_as_generated() {
 }
 
 #[test]
+fn the_native_scaffold_builds_and_passes_check_as_generated() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let env = TestEnv::new();
+    let root = scaffold(&env, "native");
+
+    // The workspace's lock pins the same dependency versions, so the build
+    // needs no registry; a target directory kept under the workspace's
+    // target/ keeps compiled dependencies from one run to the next.
+    std::fs::copy(workspace.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
+    let target = workspace.join("target").join("scaffold-native");
+    cargo_build(&root, &target, &["build", "--offline"]);
+
+    let report = check(
+        &env,
+        &root.join("probe.toml"),
+        &[("CARGO_TARGET_DIR", &target)],
+    );
+    assert_loaded(&report, "native");
+    assert!(
+        report["plugin"]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with(target.to_str().unwrap()),
+        "{report}"
+    );
+}
+
+#[test]
 fn the_wasm_scaffold_builds_and_passes_check_as_generated() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let tmp = tempfile::tempdir().unwrap();
-    run(
-        "adapters new",
-        Command::new(BIN)
-            .args(["adapters", "new", "probe", "--form", "wasm", "--dir"])
-            .arg(tmp.path()),
-    );
-    let root = tmp.path().join("probe");
+    let env = TestEnv::new();
+    let root = scaffold(&env, "wasm");
 
     // The example guests pin the same dependencies, so the build needs no
     // registry; building into scripts/build-plugins' target directory
@@ -95,20 +109,14 @@ fn the_wasm_scaffold_builds_and_passes_check_as_generated() {
             .is_file(),
         "the Wasm guests are not built: run scripts/build-plugins"
     );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    run(
-        "cargo build of the scaffold",
-        Command::new(cargo)
-            .args([
-                "build",
-                "--offline",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-            ])
-            .current_dir(&root)
-            .env("CARGO_TARGET_DIR", &target),
-    );
+    let release = [
+        "build",
+        "--offline",
+        "--release",
+        "--target",
+        "wasm32-wasip2",
+    ];
+    cargo_build(&root, &target, &release);
     // Where a plain `cargo build` in the crate would have left it.
     let built = root.join("target/wasm32-wasip2/release");
     std::fs::create_dir_all(&built).unwrap();
@@ -118,21 +126,5 @@ fn the_wasm_scaffold_builds_and_passes_check_as_generated() {
     )
     .unwrap();
 
-    let out = run(
-        "adapters check",
-        Command::new(BIN)
-            .args(["adapters", "check", "--json"])
-            .arg(root.join("probe.toml"))
-            .env("AGENT_COMMS_HOME", tmp.path().join("home")),
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let plugin = &report["plugin"];
-    assert_eq!(plugin["form"], "wasm", "{report}");
-    assert_eq!(plugin["loaded"], true, "{report}");
-    assert_eq!(plugin["info"]["name"], "probe", "{report}");
-    for samples in [&report["samples"], &plugin["samples"]] {
-        let samples = samples.as_array().unwrap();
-        assert_eq!(samples.len(), 2, "{report}");
-        assert!(samples.iter().all(|s| s["passed"] == true), "{report}");
-    }
+    assert_loaded(&check(&env, &root.join("probe.toml"), &[]), "wasm");
 }

@@ -8,15 +8,18 @@
 //! pid. Waits use events where the contract has them (`k run`, `km`) and
 //! bounded polling where it offers only polling (`k poll`, `k status`).
 
-mod cells_support;
+mod support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use cells_support::*;
 use serde_json::Value;
+use support::cells::bg::Bg;
+use support::cells::lines::*;
+use support::cells::*;
+use support::procs::{open_fds, vm_kib, wait_gone};
 
 const NO_SESSION_FOUND: &str = "ERR no session found; use k ls or k new <session> bash\n";
 

@@ -1,26 +1,18 @@
 //! The example frame-detection hook (plugins/examples/hook-prompt) ends a
 //! cell's frame at the prompt it is told, through the real `k`.
 
-mod common;
+mod support;
 
-use std::process::Command;
+use support::cells::Env;
+use support::run::Run;
 
-use common::{run_bounded, TestEnv};
-
-fn k(env: &TestEnv, args: &[&str]) -> common::Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k"));
-    cmd.args(args)
-        .env_remove("K_SESSION")
-        .env("HOOK_PROMPT", "ok>");
-    for (key, value) in env.vars() {
-        cmd.env(key, value);
-    }
-    run_bounded(cmd, &format!("k {}", args.join(" ")))
+fn k(env: &Env, args: &[&str]) -> Run {
+    env.k_env(args, &[("HOOK_PROMPT", "ok>")])
 }
 
 #[test]
 fn the_example_hook_ends_frames_at_its_prompt() {
-    let env = TestEnv::new();
+    let env = Env::new();
     let hook = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/plugins/examples/hook-prompt/prompt-hook"

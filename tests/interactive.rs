@@ -5,14 +5,18 @@
 //! The fakes log every submitted line; the assertions read that log, so
 //! they check what the provider received, not what agent-comms believes.
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{fake, fake_events as events, wait_until, wait_until_within, Run, Term, TestEnv};
 use serde_json::Value;
+use support::env::TestEnv;
+use support::fakes::{fake, fake_events as events, serve_argv, start_argv};
+use support::run::{run_bounded, Run};
+use support::term::Term;
+use support::{wait_until, wait_until_within};
 
 /// Short intervals keep the tests fast; the defaults are for people.
 const HEARTBEAT_MS: &str = "200";
@@ -78,25 +82,12 @@ impl Served {
             Some(i) => [&extra[..i], &extra[i + 2..]].concat(),
             None => extra.to_vec(),
         };
-        let mut argv = vec![
-            common::BIN,
-            "--actor",
-            actor,
-            "runtime",
-            "interactive-serve",
-            "--id",
-            id,
-            "--heartbeat-ms",
-            HEARTBEAT_MS,
-            "--keyboard-quiet-ms",
-            KEYBOARD_QUIET_MS,
-        ];
-        argv.extend_from_slice(&extra);
-        argv.push("--");
-        argv.push(&exe);
+        let mut before = vec!["--keyboard-quiet-ms", KEYBOARD_QUIET_MS];
+        before.extend_from_slice(&extra);
+        let argv = serve_argv(actor, id, HEARTBEAT_MS, &before, &exe, &[]);
         let mut all_vars = vec![("FAKE_LOG", log_s.as_str())];
         all_vars.extend_from_slice(vars);
-        let term = Term::spawn_with(env, &argv, &all_vars, answering);
+        let term = env.term_with(&argv, &all_vars, answering);
         Self {
             term,
             id: id.to_owned(),
@@ -424,7 +415,7 @@ fn bad_text_is_refused_and_nothing_is_typed() {
 #[test]
 fn a_person_typing_holds_deliveries_back() {
     let env = TestEnv::new();
-    let mut served = Served::start(&env, "bob", "claude", &[], &[]);
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
     served.term.write(b"half typ");
     served.term.wait_for("half typ");
     let run = env.run(&[
@@ -527,17 +518,12 @@ fn allow_agent_comms_appends_exactly_the_adapters_grant() {
     let env = TestEnv::new();
     let served = Served::start(&env, "bob", "claude", &[], &["--allow-agent-comms"]);
     let start = &events(&served.log, "start")[0];
-    let exe = Path::new(common::BIN)
+    let exe = Path::new(support::BIN)
         .canonicalize()
         .unwrap()
         .display()
         .to_string();
-    let argv: Vec<&str> = start["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let argv = start_argv(start);
     assert_eq!(
         argv[1..],
         [
@@ -608,7 +594,7 @@ fn a_runtime_on_another_host_is_never_delivered_to() {
     let other = |args: &[&str]| {
         let mut cmd = env.command(args);
         cmd.env("AGENT_COMMS_HOME", &other_home);
-        common::run_bounded(cmd, &args.join(" "))
+        run_bounded(cmd, &args.join(" "))
     };
     let sent = other(&[
         "--actor",
@@ -803,7 +789,7 @@ fn doctor_warns_about_a_provider_version_its_adapter_was_not_checked_against() {
     }
     let mut cmd = env.command(&["doctor", "--json"]);
     cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
-    let run = common::run_bounded(cmd, "doctor");
+    let run = run_bounded(cmd, "doctor");
     let findings = json(&run);
     let versions: Vec<&Value> = findings
         .as_array()

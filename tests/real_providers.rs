@@ -1,6 +1,6 @@
 //! End to end with the REAL provider CLIs — Claude Code 2.1.197, Codex
 //! 0.171.0 and opencode 1.18.33 — offline, against the mock model server,
-//! each test in a network namespace of its own (see `tests/real_support`).
+//! each test in a network namespace of its own (see `tests/support/real`).
 //!
 //! Off unless `AGENT_COMMS_REAL_PROVIDERS` names the directory holding the
 //! three CLIs (what `scripts/install-providers` prints); then each test
@@ -18,14 +18,17 @@
 //! Casts of the served sessions and the mock's request log stay in
 //! `target/tmp/real-providers/<test>/`.
 
-mod common;
-mod real_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use real_support::{ms, now_ms, runs, Cli, Sampler, World, START, TURN};
 use serde_json::Value;
+use support::procs::{cmdline, describe, parent, pid_alive};
+use support::real::sampler::{ms, runs, Sampler};
+use support::real::world::{Served, World};
+use support::real::{now_ms, Cli, START, TURN};
+use support::term::Term;
 
 /// The runtime every test serves.
 const ID: &str = "alice";
@@ -35,7 +38,7 @@ fn ev_ms(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-fn start_served(w: &World) -> real_support::Served {
+fn start_served(w: &World) -> Served {
     let served = w.serve(ID, &[], &[]);
     w.wait_activity(ID, "idle", START, "start-up");
     served
@@ -422,7 +425,7 @@ fn opencode_sessions(w: &World) -> Vec<String> {
 }
 
 /// Types a prompt into a plain terminal the way a person pastes it.
-fn paste_and_enter(tty: &real_support::Tty, text: &str) {
+fn paste_and_enter(tty: &Term, text: &str) {
     tty.write(format!("\x1b[200~{text}\x1b[201~").as_bytes());
     std::thread::sleep(Duration::from_millis(400));
     tty.write(b"\r");
@@ -434,7 +437,7 @@ fn is_descendant(pid: u32, ancestor: u32) -> bool {
         if p == ancestor {
             return true;
         }
-        match real_support::parent(p) {
+        match parent(p) {
             Some(pp) if pp > 1 => p = pp,
             _ => return false,
         }
@@ -473,9 +476,7 @@ fn takes_over(cli: Cli, test: &str) {
         1,
         "[{test}] expected one {} TUI: {:?}",
         cli.program(),
-        tuis.iter()
-            .map(|&p| real_support::describe(p))
-            .collect::<Vec<_>>()
+        tuis.iter().map(|&p| describe(p)).collect::<Vec<_>>()
     );
     let tty_pid = ordinary.tty.pid();
     assert!(
@@ -520,24 +521,24 @@ fn takes_over(cli: Cli, test: &str) {
     );
     w.wait_activity(ID, "idle", START, "after the takeover");
     assert!(
-        !common::pid_alive(old_tui),
+        !pid_alive(old_tui),
         "[{test}] the old TUI {old_tui} still runs"
     );
     assert!(
-        !common::pid_alive(old_pid),
+        !pid_alive(old_pid),
         "[{test}] the old process {old_pid} still runs"
     );
 
     // Exactly one TUI, the served one, on the same session.
     let tuis = w.tuis();
-    let described: Vec<String> = tuis.iter().map(|&p| real_support::describe(p)).collect();
+    let described: Vec<String> = tuis.iter().map(|&p| describe(p)).collect();
     assert_eq!(tuis.len(), 1, "[{test}] TUIs running: {described:#?}");
     let new_tui = tuis[0];
     assert!(
         is_descendant(new_tui, served.tty.pid()),
         "[{test}] the one TUI is not the served one: {described:?}"
     );
-    let args = real_support::cmdline(new_tui);
+    let args = cmdline(new_tui);
     println!("{test}: new TUI {}", args.join(" "));
     let (ok, out, _) = w.ac(
         &["runtime", "show", "--id", ID, "--json"],

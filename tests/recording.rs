@@ -1,10 +1,10 @@
 //! `--record FILE`: a session recorded as asciicast v2, as asciinema reads
 //! it — header, then output and input events in order.
 
-mod common;
+mod support;
 
-use common::TestEnv;
 use serde_json::Value;
+use support::env::TestEnv;
 
 #[test]
 fn a_recorded_session_holds_its_input_and_output() {

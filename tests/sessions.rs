@@ -5,7 +5,7 @@
 //! tests run in parallel and repeatedly with fixed session names; the
 //! environment's Drop ends whatever a test started.
 
-mod common;
+mod support;
 
 use std::fs;
 use std::io::Write;
@@ -14,11 +14,14 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::raw::{
+use support::raw::{
     connect, expect_error, frame, read_frame, TAG_INPUT, TAG_OUTPUT, TAG_REQUEST, TAG_RESPONSE,
 };
-use common::{pid_alive, run_bounded, wait_pid_gone, TestEnv, BASH, TIMEOUT};
 use serde_json::Value;
+use support::env::{TestEnv, BASH};
+use support::procs::{pid_alive, wait_gone};
+use support::run::run_bounded;
+use support::TIMEOUT;
 
 /// Detach from `attach`: Ctrl-\.
 const CTRL_BACKSLASH: u8 = 0x1c;
@@ -137,7 +140,7 @@ fn start_list_snapshot_send_and_kill() {
         "the supervisor outlived kill"
     );
     assert!(
-        wait_pid_gone(rec.pid, TIMEOUT),
+        wait_gone(rec.pid, TIMEOUT),
         "the child outlived its supervisor"
     );
     assert_gone(&env, "work");
@@ -245,7 +248,7 @@ fn a_child_that_exits_at_once_leaves_nothing_behind() {
     let env = TestEnv::new();
     let rec = env.start("quick", &["--", "sh", "-c", "exit 3"]);
     assert!(
-        wait_pid_gone(rec.supervisor_pid, TIMEOUT),
+        wait_gone(rec.supervisor_pid, TIMEOUT),
         "the supervisor outlived its child"
     );
     assert_gone(&env, "quick");
@@ -269,7 +272,7 @@ fn an_attached_client_sees_the_child_exit() {
     env.send_line("ex", "exit 7");
     term.wait_for("[session ex ended: exit status 7]");
     assert!(term.wait_exit().success(), "{:?}", term.output());
-    assert!(wait_pid_gone(rec.supervisor_pid, TIMEOUT));
+    assert!(wait_gone(rec.supervisor_pid, TIMEOUT));
     assert_gone(&env, "ex");
     env.assert_nothing_left(&[]);
 }
@@ -277,12 +280,12 @@ fn an_attached_client_sees_the_child_exit() {
 // 5. stale sockets -------------------------------------------------------
 
 /// Starts `name`, then SIGKILLs its supervisor: the socket and record stay.
-fn start_and_crash(env: &TestEnv, name: &str) -> common::Record {
+fn start_and_crash(env: &TestEnv, name: &str) -> support::env::Record {
     let rec = env.start_bash(name);
     env.signal(rec.supervisor_pid, libc::SIGKILL);
-    assert!(wait_pid_gone(rec.supervisor_pid, TIMEOUT));
+    assert!(wait_gone(rec.supervisor_pid, TIMEOUT));
     // The child loses its terminal (SIGHUP); make sure it is gone too.
-    if !wait_pid_gone(rec.pid, Duration::from_secs(5)) {
+    if !wait_gone(rec.pid, Duration::from_secs(5)) {
         env.signal(rec.pid, libc::SIGKILL);
     }
     let sock = fs::symlink_metadata(env.socket_path(name)).expect("the stale socket stays");
@@ -719,7 +722,7 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
     );
     assert!(took < TIMEOUT, "kill took {took:?}");
     assert!(!pid_alive(rec.supervisor_pid));
-    assert!(wait_pid_gone(rec.pid, TIMEOUT));
+    assert!(wait_gone(rec.pid, TIMEOUT));
     assert_gone(&env, "stubborn");
     // The loop's `sleep` was in the same process group: gone as well.
     env.assert_nothing_left(&[]);
@@ -810,7 +813,7 @@ fn session_run_passes_the_terminal_through_and_serves_the_socket() {
         "--norc",
         "--noprofile",
     ]);
-    common::wait_until("the foreground session's record", || {
+    support::wait_until("the foreground session's record", || {
         env.record("fg").is_some()
     });
     let rec = env.record("fg").unwrap();

@@ -3,7 +3,7 @@
 //! supervisor, seen as a user would check it: its memory and CPU time in
 //! /proc, and whether the session still answers.
 
-mod common;
+mod support;
 
 use std::fs;
 use std::io::Write;
@@ -11,8 +11,10 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
-use common::raw::{connect, expect_error, frame, read_frame, TAG_REQUEST, TAG_RESPONSE};
-use common::{run_bounded, wait_until, Record, TestEnv, BASH};
+use support::env::{Record, TestEnv, BASH};
+use support::raw::{connect, expect_error, frame, read_frame, TAG_REQUEST, TAG_RESPONSE};
+use support::run::run_bounded;
+use support::wait_until;
 use serde_json::Value;
 
 /// The documented limits (docs/protocol.md, "Limits").

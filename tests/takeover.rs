@@ -3,12 +3,17 @@
 //! the real CLI does) runs in its own terminal, and `interactive-serve
 //! --takeover-pid` hands it over from another.
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 
-use common::{fake, fake_events as events, pid_alive, wait_until, Term, TestEnv};
 use serde_json::Value;
+use support::env::TestEnv;
+use support::fakes::{fake, fake_events as events, serve_argv, start_argv};
+use support::procs::pid_alive;
+use support::run::run_bounded;
+use support::term::Term;
+use support::wait_until;
 
 /// A provider started the ordinary way, in its own terminal and directory.
 struct Ordinary {
@@ -31,7 +36,7 @@ impl Ordinary {
         let log_s = log.display().to_string();
         let mut all = vec![("FAKE_LOG", log_s.as_str())];
         all.extend_from_slice(vars);
-        let term = Term::spawn_with(env, &["sh", "-c", &script], &all, true);
+        let term = env.term_with(&["sh", "-c", &script], &all, true);
         wait_until("the ordinary provider's start", || {
             events(&log, "start").len() == 1
         });
@@ -71,23 +76,9 @@ impl Serve {
         let n = std::fs::read_dir(env.base()).unwrap().count();
         let log = env.base().join(format!("serve-{id}-{n}.log"));
         let exe = fake(provider);
-        let mut argv = vec![
-            common::BIN,
-            "--actor",
-            id,
-            "runtime",
-            "interactive-serve",
-            "--id",
-            id,
-            "--heartbeat-ms",
-            "200",
-        ];
-        argv.extend_from_slice(args);
-        argv.push("--");
-        argv.push(&exe);
-        argv.extend_from_slice(cmd);
+        let argv = serve_argv(id, id, "200", args, &exe, cmd);
         let log_s = log.display().to_string();
-        let term = Term::spawn_with(env, &argv, &[("FAKE_LOG", &log_s)], true);
+        let term = env.term_with(&argv, &[("FAKE_LOG", &log_s)], true);
         Self { term, log }
     }
 
@@ -127,12 +118,7 @@ fn takes_over(provider: &str, ordinary_args: &str, cmd: &[&str], pinned: &[&str]
     assert!(!pid_alive(old.pid), "the old process still runs");
     assert_eq!(start["session"], old.session.as_str());
     assert_eq!(Path::new(start["cwd"].as_str().unwrap()), old.cwd);
-    let argv: Vec<&str> = start["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let argv = start_argv(&start);
     let expected: Vec<String> = pinned
         .iter()
         .map(|a| a.replace("{id}", &old.session))
@@ -182,10 +168,10 @@ fn taking_over_an_ancestor_is_refused() {
     let script = format!(
         "FAKE_LOG='{}' '{}' runtime interactive-serve --id bob --takeover-pid $$ -- '{}'; echo shell-still-here",
         log.display(),
-        common::BIN,
+        support::BIN,
         fake("claude")
     );
-    let term = Term::spawn_with(&env, &["sh", "-c", &script], &[], true);
+    let term = env.term_with(&["sh", "-c", &script], &[], true);
     term.wait_for("one of its parents");
     term.wait_for("--launch-terminal");
     term.wait_for("shell-still-here");
@@ -358,7 +344,7 @@ fn launch_terminal_reruns_the_command_in_a_new_window() {
     ];
     let mut cmd = env.command(&args);
     cmd.env("AGENT_COMMS_TERMINAL", &script);
-    let run = common::run_bounded(cmd, "launch-terminal").ok();
+    let run = run_bounded(cmd, "launch-terminal").ok();
     assert!(run.stderr.contains("started in a new terminal"), "{run:#?}");
     wait_until("the terminal ran", || {
         record.exists() && std::fs::read_to_string(&record).unwrap().ends_with("-c\n")
@@ -368,7 +354,7 @@ fn launch_terminal_reruns_the_command_in_a_new_window() {
         .lines()
         .map(str::to_owned)
         .collect();
-    let exe = Path::new(common::BIN)
+    let exe = Path::new(support::BIN)
         .canonicalize()
         .unwrap()
         .display()
@@ -383,7 +369,7 @@ fn launch_terminal_reruns_the_command_in_a_new_window() {
     // No emulator anywhere: one clear line.
     let mut cmd = env.command(&args);
     cmd.env("PATH", "/nonexistent").env_remove("TERMINAL");
-    let run = common::run_bounded(cmd, "launch-terminal without one").fails_with_one_line();
+    let run = run_bounded(cmd, "launch-terminal without one").fails_with_one_line();
     assert!(
         run.stderr.contains("no terminal emulator found"),
         "{run:#?}"
