@@ -34,7 +34,7 @@ pub enum RuntimeCommand {
     /// Bind the runtime to a conversation (the provider's own session or
     /// thread): a later serve that asks to continue resumes exactly that
     /// one. Without --conversation, the one the running runtime's provider
-    /// is on. `bind-session` is its old name.
+    /// is on.
     #[command(name = "bind-conversation", visible_alias = "bind-session")]
     BindConversation {
         #[arg(long)]
