@@ -57,17 +57,7 @@ fn serves_logs_and_exits_on_stdin_eof() {
     let body = json!({"model": "m", "stream": true,
         "messages": [{"role": "user", "content": "REPLY=fromthebinary"}]});
     let resp = common::post(port, "/v1/chat/completions", &body);
-    let pieces: Vec<String> = resp
-        .events
-        .iter()
-        .filter(|e| e.data != "[DONE]")
-        .filter_map(|e| {
-            e.json()["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(String::from)
-        })
-        .collect();
-    assert_eq!(pieces, ["fromth", "ebinary"]);
+    assert_eq!(common::chat_deltas(&resp), ["fromth", "ebinary"]);
     drop(child.stdin.take());
     assert!(wait_exit(&mut child).success());
     let text = std::fs::read_to_string(&log).unwrap();

@@ -20,18 +20,6 @@ fn chat(prompt: &str) -> Value {
     json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": prompt}]})
 }
 
-fn chat_text(resp: &common::Response) -> String {
-    resp.events
-        .iter()
-        .filter(|e| e.data != "[DONE]")
-        .filter_map(|e| {
-            e.json()["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(String::from)
-        })
-        .collect()
-}
-
 #[test]
 fn root_models_and_unknown_paths() {
     let server = server();
@@ -83,7 +71,7 @@ fn keep_alive_and_pipelining() {
             Some(&chat(&format!("REPLY={word}"))),
         );
         assert_eq!(resp.header("connection"), Some("keep-alive"));
-        assert_eq!(chat_text(&resp), word);
+        assert_eq!(common::chat_text(&resp), word);
     }
     // Two requests in one write, the second arriving while the first streams.
     let a = chat("REPLY=three SLOW=0.2 DELTAS=3").to_string();
@@ -95,9 +83,9 @@ fn keep_alive_and_pipelining() {
         b.len()
     );
     let first = c.send_raw(raw.as_bytes(), false);
-    assert_eq!(chat_text(&first), "three");
+    assert_eq!(common::chat_text(&first), "three");
     let second = c.read_response(Instant::now(), false);
-    assert_eq!(chat_text(&second), "four");
+    assert_eq!(common::chat_text(&second), "four");
     assert_eq!(
         server
             .wait_for_requests(4, Duration::from_secs(5))
@@ -128,7 +116,7 @@ fn expect_continue_and_chunked_request_body() {
         y.len()
     );
     let resp = c.send_raw(chunks.as_bytes(), false);
-    assert_eq!(chat_text(&resp), "chunked");
+    assert_eq!(common::chat_text(&resp), "chunked");
     let r = &server.wait_for_requests(1, Duration::from_secs(5)).unwrap()[0];
     assert_eq!(
         r.headers.get("expect").map(String::as_str),
@@ -192,7 +180,7 @@ fn http10_stream_is_close_delimited() {
     let resp = c.send_raw(raw.as_bytes(), false);
     assert_eq!(resp.header("transfer-encoding"), None);
     assert_eq!(resp.header("connection"), Some("close"));
-    assert_eq!(chat_text(&resp), "old");
+    assert_eq!(common::chat_text(&resp), "old");
     assert_eq!(resp.events.last().unwrap().data, "[DONE]");
 }
 
@@ -213,7 +201,7 @@ fn concurrent_requests_overlap() {
         .map(|i| {
             std::thread::spawn(move || {
                 let prompt = format!("REPLY=reply-number-{i} SLOW=0.5 DELTAS=5");
-                chat_text(&post(port, "/v1/chat/completions", &chat(&prompt)))
+                common::chat_text(&post(port, "/v1/chat/completions", &chat(&prompt)))
             })
         })
         .collect();

@@ -888,10 +888,15 @@ class FakeProvider:
         self.signals: list[int] = []
         self.wake_r = self.wake_w = -1
 
+    # Printed once the terminal is restored after SIGTERM/SIGHUP; ``{id}``
+    # is the conversation's real id.
+    hangup_template = ""
+
     @property
     def hangup_message(self) -> str:
-        """Printed once the terminal is restored after SIGTERM/SIGHUP."""
-        return ""
+        if not self.hangup_template:
+            return ""
+        return self.hangup_template.format(id=self.sessions.session_id)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -1272,11 +1277,9 @@ class ClaudeFake(FakeProvider):
     # of 2.1.197; docs/adapters.md: "inline TUIs such as Claude Code draw
     # above the cursor").
     alt_screen = False
-    @property
-    def hangup_message(self) -> str:
-        """Reproduces: killed with SIGTERM/SIGHUP, Claude Code prints how to
-        resume the session, with its real id (design notes)."""
-        return f"Resume this session with: claude --resume {self.sessions.session_id}\n"
+    # Reproduces: killed with SIGTERM/SIGHUP, Claude Code prints how to
+    # resume the session, with its real id (docs/providers.md).
+    hangup_template = "Resume this session with: claude --resume {id}\n"
 
     # Reproduces: the title is a braille spinner (alternating ⠂ and ⠐) while
     # busy and ✳ when idle (recordings; config/providers/claude-code.toml).
@@ -1492,11 +1495,9 @@ class OpenCodeFake(FakeProvider):
     name = "opencode"
     # Reproduces: opencode runs in the alternate screen (recordings of 1.18.33).
     alt_screen = True
-    @property
-    def hangup_message(self) -> str:
-        """Reproduces: killed with SIGTERM/SIGHUP, opencode prints how to
-        continue the session, with its real id (design notes)."""
-        return f"Continue  opencode -s {self.sessions.session_id}\n"
+    # Reproduces: killed with SIGTERM/SIGHUP, opencode prints how to continue
+    # the session, with its real id (docs/providers.md).
+    hangup_template = "Continue  opencode -s {id}\n"
 
     # Reproduces: the busy animation of eight squares in the status row.
     SQUARES = ("■■■■■■⬝⬝", "⬝■■■■■■⬝", "⬝⬝■■■■■■", "⬝■■■■■■⬝")

@@ -8,12 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_comms_core::takeover::process::my_processes;
-use agent_comms_core::takeover::{
-    ConversationCandidate, ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv,
-};
+use agent_comms_core::takeover::{ConversationCandidate, Discovery, ProcessInfo, ProviderEnv};
 
-use super::{dir_from, files_ending, live_on_conversation, modified_ms, rival_started};
+use super::{dir_from, files_ending, modified_ms, rival_started, ProcessTableDiscovery};
 
 pub struct Codex;
 
@@ -51,8 +48,9 @@ fn find_rollout(dir: &Path, id: &str) -> Option<PathBuf> {
     None
 }
 
-impl Codex {
-    /// Discovery with this user's process table `all` already read.
+impl ProcessTableDiscovery for Codex {
+    const PROGRAM: &'static str = "codex";
+
     fn discover_among(
         &self,
         proc: &ProcessInfo,
@@ -96,19 +94,5 @@ impl Codex {
         } else {
             Discovery::Found(candidate(&locks[0]))
         }
-    }
-}
-
-impl ConversationDiscovery for Codex {
-    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
-        false
-    }
-
-    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
-        self.discover_among(proc, env, &my_processes())
-    }
-
-    fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
-        live_on_conversation("codex", id, env, |p, e, all| self.discover_among(p, e, all))
     }
 }

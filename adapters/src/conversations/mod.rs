@@ -25,8 +25,8 @@ pub fn discovery_for(profile: &Profile) -> Option<Box<dyn ConversationDiscovery>
     let name = profile.conversation.as_ref()?.discovery.as_deref()?;
     match name {
         "claude-code" => Some(Box::new(claude::Claude)),
-        "codex" => Some(Box::new(codex::Codex)),
-        "opencode" => Some(Box::new(opencode::OpenCode)),
+        "codex" => Some(Box::new(FromProcessTable(codex::Codex))),
+        "opencode" => Some(Box::new(FromProcessTable(opencode::OpenCode))),
         _ => None,
     }
 }
@@ -41,21 +41,46 @@ fn dir_from(env: &ProviderEnv, var: &str, rest: &str) -> PathBuf {
         .unwrap_or_else(|| env.home().join(rest))
 }
 
-/// Live processes of this user running `program` whose discovered conversation
-/// is `id` (for providers that keep no per-pid marker). The process table
-/// is read once and handed to every discovery, which looks for rivals in it.
-fn live_on_conversation(
-    program: &str,
-    id: &str,
-    env: &ProviderEnv,
-    discover: impl Fn(&ProcessInfo, &ProviderEnv, &[ProcessInfo]) -> Discovery,
-) -> Vec<u32> {
-    let all = my_processes();
-    all.iter()
-        .filter(|p| p.program().as_deref() == Some(program))
-        .filter(|p| matches!(discover(p, env, &all), Discovery::Found(c) if c.id == id))
-        .map(|p| p.pid)
-        .collect()
+/// A provider that keeps no per-pid marker: which conversation a process
+/// is on follows from its files and from the other live processes that
+/// could have written them (the rivals).
+trait ProcessTableDiscovery {
+    /// The program whose processes may hold a conversation.
+    const PROGRAM: &'static str;
+    /// The conversation `proc` is on, `all` being this user's process table.
+    fn discover_among(
+        &self,
+        proc: &ProcessInfo,
+        env: &ProviderEnv,
+        all: &[ProcessInfo],
+    ) -> Discovery;
+}
+
+/// A [`ProcessTableDiscovery`] as a [`ConversationDiscovery`]: the process
+/// table is read once per question and handed to every discovery.
+struct FromProcessTable<D>(D);
+
+impl<D: ProcessTableDiscovery + Send + Sync> ConversationDiscovery for FromProcessTable<D> {
+    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
+        false
+    }
+
+    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
+        self.0.discover_among(proc, env, &my_processes())
+    }
+
+    /// Live processes of this user running the program whose discovered
+    /// conversation is `id`.
+    fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
+        let all = my_processes();
+        all.iter()
+            .filter(|p| p.program().as_deref() == Some(D::PROGRAM))
+            .filter(|p| {
+                matches!(self.0.discover_among(p, env, &all), Discovery::Found(c) if c.id == id)
+            })
+            .map(|p| p.pid)
+            .collect()
+    }
 }
 
 /// Whether another process of `program` that keeps its files in `dir` —

@@ -10,13 +10,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use agent_comms_core::takeover::process::my_processes;
-use agent_comms_core::takeover::{
-    ConversationCandidate, ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv,
-};
+use agent_comms_core::takeover::{ConversationCandidate, Discovery, ProcessInfo, ProviderEnv};
 use agent_comms_core::time::unix_millis_from_iso;
 
-use super::{files_ending, live_on_conversation, rival_started};
+use super::{files_ending, rival_started, ProcessTableDiscovery};
 
 pub struct OpenCode;
 
@@ -73,8 +70,9 @@ fn runs(env: &ProviderEnv) -> BTreeMap<String, Run> {
     runs
 }
 
-impl OpenCode {
-    /// Discovery with this user's process table `all` already read.
+impl ProcessTableDiscovery for OpenCode {
+    const PROGRAM: &'static str = "opencode";
+
     fn discover_among(
         &self,
         proc: &ProcessInfo,
@@ -116,21 +114,5 @@ impl OpenCode {
                 "log run {tag} names no conversation yet (opencode names one with its first prompt)"
             )),
         }
-    }
-}
-
-impl ConversationDiscovery for OpenCode {
-    fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
-        false
-    }
-
-    fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
-        self.discover_among(proc, env, &my_processes())
-    }
-
-    fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
-        live_on_conversation("opencode", id, env, |p, e, all| {
-            self.discover_among(p, e, all)
-        })
     }
 }

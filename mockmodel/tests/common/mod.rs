@@ -205,3 +205,21 @@ fn parse_events(buf: &mut Vec<u8>, at: Duration, out: &mut Vec<TimedEvent>) {
 pub fn post(port: u16, path: &str, body: &Value) -> Response {
     Client::connect(port).request("POST", path, Some(body))
 }
+
+/// The text pieces of a streamed Chat Completions reply, one per delta.
+pub fn chat_deltas(resp: &Response) -> Vec<String> {
+    resp.events
+        .iter()
+        .filter(|e| e.data != "[DONE]")
+        .filter_map(|e| {
+            e.json()["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect()
+}
+
+/// The whole text of a streamed Chat Completions reply.
+pub fn chat_text(resp: &Response) -> String {
+    chat_deltas(resp).concat()
+}
