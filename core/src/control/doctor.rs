@@ -97,22 +97,22 @@ fn foreign_host(r: &RuntimeRecord, host: &str) -> Option<Finding> {
 }
 
 /// An ONLINE runtime of this host: `FOREIGN_ENDPOINT` when another user
-/// serves its endpoint, `ENDPOINT_NOT_DIALABLE` when its supervisor is gone, `HEARTBEAT_STALE` when it may be stuck, and else
+/// serves its endpoint, `ENDPOINT_NOT_DIALABLE` when its supervisor is
+/// gone, `HEARTBEAT_STALE` when it may be stuck, and else
 /// `SCREEN_UNREADABLE` when its adapter cannot read the screen.
 fn liveness(r: &RuntimeRecord, now: u64) -> Option<Finding> {
-    let reached = r
+    let dialed = r
         .endpoint
         .as_deref()
-        .map(|e| crate::socket::connect(e.as_ref()));
-    if let Some(Err(e)) = &reached {
-        if let Some(foreign) = ForeignEndpoint::in_error(e) {
-            return Some(foreign_endpoint(r, foreign));
-        }
-    }
-    let endpoint = r
-        .endpoint
-        .as_deref()
-        .filter(|_| matches!(reached, Some(Ok(_))));
+        .map(|e| (e, crate::socket::connect(e.as_ref())));
+    let endpoint = match dialed {
+        Some((e, Ok(_))) => Some(e),
+        Some((_, Err(err))) => match ForeignEndpoint::in_error(&err) {
+            Some(foreign) => return Some(foreign_endpoint(r, foreign)),
+            None => None,
+        },
+        None => None,
+    };
     let Some(endpoint) = endpoint else {
         return Some(Finding {
             code: "ENDPOINT_NOT_DIALABLE",
