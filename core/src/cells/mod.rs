@@ -100,6 +100,9 @@ struct Settling {
     retries: u8,
     /// The last barrier typed (its number) and when.
     barrier: Option<(u32, Instant)>,
+    /// A Ctrl-C went after a barrier that never came back, to discard the
+    /// line it was read into; the next barrier waits for quiet output.
+    cleared: bool,
 }
 
 pub struct CellEngine {

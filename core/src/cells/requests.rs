@@ -230,6 +230,7 @@ impl CellEngine {
                         awaiting_prompt: self.repl_busy,
                         retries: 0,
                         barrier: None,
+                        cleared: false,
                     });
                     self.last_output = now;
                 }

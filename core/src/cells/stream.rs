@@ -123,9 +123,23 @@ impl CellEngine {
             match s.barrier {
                 Some((_, typed)) if now < typed + BARRIER_RETRY => return,
                 Some((n, _)) if n >= BARRIER_TRIES => {}
+                Some(_) if !s.cleared => {
+                    // The barrier went into a line that never ran: the
+                    // Ctrl-C flushed only the end of the cell's line (its
+                    // Enter among it), so the barrier was appended to what
+                    // was left, perhaps inside an open quote. Another
+                    // Ctrl-C discards that line; the next barrier follows
+                    // once the REPL is quiet again.
+                    s.cleared = true;
+                    self.last_output = now;
+                    self.writer.write(vec![0x03]);
+                    return;
+                }
+                Some(_) if now < self.last_output + INTERRUPT_SETTLE => return,
                 previous => {
                     let n = previous.map_or(1, |(n, _)| n + 1);
                     s.barrier = Some((n, now));
+                    s.cleared = false;
                     let mark = format!("{};{n}", self.config.token);
                     self.writer
                         .write(format!("{}\r", template.replace("{barrier}", &mark)).into_bytes());
