@@ -739,6 +739,8 @@ mod tests {
             )
             .unwrap();
         }
+        // As agent-comms itself created it: the owner's alone.
+        crate::os::make_owner_only(&path).unwrap();
         let s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.schema_version().unwrap(), migrations::latest());
         let r = s.runtime("rt-b").unwrap().expect("the runtime survived");
