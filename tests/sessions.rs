@@ -12,6 +12,7 @@ use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -766,7 +767,8 @@ fn a_connection_from_another_uid_is_refused() {
     );
 
     // Through a root of its own holding a record that points at our socket,
-    // the connection reaches the supervisor, which checks the peer's uid.
+    // the connection reaches the supervisor; the client sees whose it is
+    // and sends nothing.
     let other_root = env.base().join("other");
     fs::create_dir(&other_root).unwrap();
     let record = other_root.join("own.json");
@@ -775,14 +777,39 @@ fn a_connection_from_another_uid_is_refused() {
         std::os::unix::fs::chown(path, Some(OTHER), Some(OTHER)).unwrap();
     }
     fs::set_permissions(&other_root, fs::Permissions::from_mode(0o700)).unwrap();
-    let refused = format!("peer uid {OTHER} is not the session owner");
+    let not_theirs = format!("served by uid {}, not by you (uid {OTHER})", euid());
     for args in [
         &["session", "snapshot", "own"][..],
         &["session", "send", "own", "echo intruder-$((5+5))\r"][..],
     ] {
         let run = as_other(&other_root, args).fails_with_one_line();
-        assert!(run.stderr.contains(&refused), "{run:#?}");
+        assert!(run.stderr.contains(&not_theirs), "{run:#?}");
     }
+    // A client that does not check (made by hand) meets the supervisor's
+    // own check of the peer's uid.
+    let input = frame(1, TAG_INPUT, 1, b"echo intruder-$((5+5))\r");
+    let mut raw = Command::new("python3");
+    raw.args([
+        "-c",
+        // The supervisor may hang up before all is sent or read: a reset
+        // is its answer too.
+        "import socket, sys\n\
+         s = socket.socket(socket.AF_UNIX); s.settimeout(20); s.connect(sys.argv[1])\n\
+         try:\n  s.sendall(sys.stdin.buffer.read())\n  while s.recv(65536): pass\n\
+         except (BrokenPipeError, ConnectionResetError): pass",
+    ])
+    .arg(&rec.socket)
+    .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+    .uid(OTHER)
+    .gid(OTHER)
+    .stdin(Stdio::piped());
+    let mut child = raw.spawn().expect("start python3 as another uid");
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "the hand-made client failed"
+    );
+    let refused = format!("peer uid {OTHER} is not the session owner");
     assert!(
         env.log("own").contains(&refused),
         "the supervisor log does not say it refused the peer:\n{}",

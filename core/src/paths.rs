@@ -47,9 +47,16 @@ pub enum PathError {
 /// `/tmp/agent-comms-<euid>` (Windows: `%LOCALAPPDATA%\agent-comms\run`).
 pub fn runtime_root() -> PathBuf {
     match std::env::var_os(RUNTIME_DIR_ENV) {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        Some(dir) if !dir.is_empty() => normalized(Path::new(&dir)),
         _ => crate::os::default_runtime_root(),
     }
+}
+
+/// `path` without trailing separators or `.` components. They matter: the
+/// kernel resolves `link/` (or `link/.`) to the directory `link` points
+/// at, so a symlink given so would pass for the directory itself.
+fn normalized(path: &Path) -> PathBuf {
+    path.components().collect()
 }
 
 /// The socket root, created 0700 if missing and verified to be the user's alone.
@@ -71,8 +78,9 @@ pub fn ensure_runtime_root() -> Result<PathBuf, PathError> {
 
 /// Refuses a directory that is a symlink, not ours, or group/world accessible.
 pub fn verify_private_dir(dir: &Path) -> Result<(), PathError> {
+    let dir = normalized(dir);
     let path = dir.display().to_string();
-    let meta = fs::symlink_metadata(dir).map_err(|source| PathError::Create {
+    let meta = fs::symlink_metadata(&dir).map_err(|source| PathError::Create {
         path: path.clone(),
         source,
     })?;
@@ -82,7 +90,7 @@ pub fn verify_private_dir(dir: &Path) -> Result<(), PathError> {
     if !meta.is_dir() {
         return Err(PathError::NotDirectory { path });
     }
-    crate::os::check_private_dir(&meta).map_err(|e| match e {
+    crate::os::check_private(&meta).map_err(|e| match e {
         NotPrivate::ForeignOwner { owner, me } => PathError::ForeignOwner { path, owner, me },
         NotPrivate::Permissive { mode } => PathError::Permissive { path, mode },
     })
@@ -107,19 +115,80 @@ pub const PROJECT_ENV: &str = "AGENT_COMMS_PROJECT";
 /// The project whose `.agent-comms/` holds state and project profiles:
 /// `AGENT_COMMS_PROJECT`, else the nearest ancestor holding `.agent-comms/`,
 /// else the git top level, else the current directory.
+///
+/// The walk up from the current directory stays among the user's own
+/// directories: it stops below the first directory another user owns, and
+/// at an `.agent-comms/` another user owns, which is never taken (another
+/// user's store would let them read every message and answer deliveries).
+/// Skipping one is said once on stderr; the store itself is checked again
+/// when it is opened (`store::sqlite`), for a project named explicitly too.
 pub fn project_root() -> PathBuf {
     if let Some(dir) = std::env::var_os(PROJECT_ENV).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let nearest = |marker: &str| {
-        cwd.ancestors()
-            .find(|d| d.join(marker).exists())
-            .map(Path::to_path_buf)
-    };
-    nearest(".agent-comms")
-        .or_else(|| nearest(".git"))
-        .unwrap_or(cwd.clone())
+    let found = discover(&cwd, |path| {
+        let meta = fs::metadata(path).ok()?;
+        Some(crate::os::foreign_owner(&meta).map_or(Owner::Me, Owner::Other))
+    });
+    if let Some((skipped, owner)) = &found.skipped {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "agent-comms: not using {}: it belongs to uid {owner}, not to you; using the project {} (set {PROJECT_ENV} to choose another)",
+                skipped.display(),
+                found.root.display()
+            );
+        });
+    }
+    found.root
+}
+
+/// Who owns a path that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Me,
+    Other(u32),
+}
+
+/// What [`discover`] decided.
+#[derive(Debug, PartialEq, Eq)]
+struct Discovery {
+    root: PathBuf,
+    /// Another user's `.agent-comms/` the walk stopped at, and its owner.
+    skipped: Option<(PathBuf, u32)>,
+}
+
+/// The walk of [`project_root`], given `owner` of each path that exists.
+fn discover(cwd: &Path, owner: impl Fn(&Path) -> Option<Owner>) -> Discovery {
+    let mut git = None;
+    let mut skipped = None;
+    for dir in cwd.ancestors() {
+        if matches!(owner(dir), Some(Owner::Other(_))) {
+            break;
+        }
+        let state = dir.join(".agent-comms");
+        match owner(&state) {
+            Some(Owner::Me) => {
+                return Discovery {
+                    root: dir.to_path_buf(),
+                    skipped: None,
+                }
+            }
+            Some(Owner::Other(uid)) => {
+                skipped = Some((state, uid));
+                break;
+            }
+            None => {}
+        }
+        if git.is_none() && owner(&dir.join(".git")).is_some() {
+            git = Some(dir.to_path_buf());
+        }
+    }
+    Discovery {
+        root: git.unwrap_or_else(|| cwd.to_path_buf()),
+        skipped,
+    }
 }
 
 #[cfg(all(test, unix))]
@@ -143,7 +212,87 @@ mod tests {
             verify_private_dir(&link),
             Err(PathError::Symlink { .. })
         ));
+        for spelling in ["/", "//", "/.", "/./"] {
+            let link = PathBuf::from(format!("{}{spelling}", link.display()));
+            assert!(
+                matches!(verify_private_dir(&link), Err(PathError::Symlink { .. })),
+                "{link:?}"
+            );
+        }
         fs::set_permissions(&open, fs::Permissions::from_mode(0o700)).unwrap();
         verify_private_dir(&open).unwrap();
+    }
+
+    /// A file system of (path, owner) for [`discover`].
+    fn owners<'a>(entries: &'a [(&'a str, Owner)]) -> impl Fn(&Path) -> Option<Owner> + 'a {
+        move |path| {
+            entries
+                .iter()
+                .find(|(p, _)| Path::new(p) == path)
+                .map(|(_, o)| *o)
+        }
+    }
+
+    #[test]
+    fn discovery_takes_the_nearest_own_state_directory_then_git_then_cwd() {
+        use Owner::Me;
+        let cwd = Path::new("/home/me/work/repo/sub");
+        let mine = [
+            ("/home/me", Me),
+            ("/home/me/work", Me),
+            ("/home/me/work/repo", Me),
+            ("/home/me/work/repo/sub", Me),
+        ];
+        let with = |extra: &[(&'static str, Owner)]| {
+            let mut all = mine.to_vec();
+            all.extend_from_slice(extra);
+            discover(cwd, owners(&all)).root
+        };
+        assert_eq!(with(&[]), cwd);
+        assert_eq!(
+            with(&[("/home/me/work/repo/.git", Me)]),
+            Path::new("/home/me/work/repo")
+        );
+        assert_eq!(
+            with(&[
+                ("/home/me/work/repo/.git", Me),
+                ("/home/me/work/.agent-comms", Me)
+            ]),
+            Path::new("/home/me/work")
+        );
+    }
+
+    #[test]
+    fn discovery_never_takes_or_crosses_what_another_user_owns() {
+        use Owner::{Me, Other};
+        let cwd = Path::new("/tmp/repo/sub");
+        let base = [
+            ("/tmp/repo", Me),
+            ("/tmp/repo/sub", Me),
+            ("/tmp/repo/.git", Me),
+        ];
+        let with = |extra: &[(&'static str, Owner)]| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(extra);
+            discover(cwd, owners(&all))
+        };
+        // A sticky /tmp of another user (root, for a user): never looked into.
+        let found = with(&[("/tmp", Other(0)), ("/tmp/.agent-comms", Other(1001))]);
+        assert_eq!(found.root, Path::new("/tmp/repo"));
+        assert_eq!(found.skipped, None);
+        // Our own /tmp (for root) holding another user's .agent-comms: skipped, said.
+        let found = with(&[
+            ("/tmp", Me),
+            ("/tmp/.agent-comms", Other(1001)),
+            ("/.agent-comms", Me),
+        ]);
+        assert_eq!(found.root, Path::new("/tmp/repo"));
+        assert_eq!(
+            found.skipped,
+            Some((PathBuf::from("/tmp/.agent-comms"), 1001))
+        );
+        // Nor above a directory another user owns, even to a store of ours.
+        let found = with(&[("/tmp", Other(0)), ("/.agent-comms", Me), ("/", Me)]);
+        assert_eq!(found.root, Path::new("/tmp/repo"));
     }
 }

@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use agent_comms_core::adapter::monitor::Classifier;
 use agent_comms_core::client::attach::{stream, StreamEnd, DEFAULT_DETACH_KEY};
 use agent_comms_core::client::{Client, ClientError};
+use agent_comms_core::control::{store_path, ControlError};
 use agent_comms_core::keys::key_bytes;
 use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::pty::SpawnSpec;
 use agent_comms_core::session::{Registry, SessionKind, SessionName, SessionRecord};
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Request, Response, SessionInfo, StreamMode};
+use agent_comms_core::store::StoreError;
 use agent_comms_core::supervisor::foreground::run_foreground;
 use agent_comms_core::supervisor::{
     SupervisorConfig, DEFAULT_KEYBOARD_QUIET_MS, DEFAULT_KILL_GRACE,
@@ -64,6 +66,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The project's state database: check that it is sound.
+    #[command(subcommand)]
+    Store(super::store::StoreCommand),
 }
 
 #[derive(Subcommand)]
@@ -172,10 +177,31 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agent-comms: {}", one_line(&e));
+            eprintln!("agent-comms: {}", one_line(&located(e)));
             1
         }
     }
+}
+
+/// A store error as told about the project's store: a query that finds
+/// the file damaged does not know which file it read; this command does.
+fn located(e: anyhow::Error) -> anyhow::Error {
+    let store = match e.downcast_ref::<ControlError>() {
+        Some(ControlError::Store(store)) => Some(store),
+        _ => e.downcast_ref::<StoreError>(),
+    };
+    if !store.is_some_and(StoreError::is_damage) {
+        return e;
+    }
+    let store = match e.downcast::<ControlError>() {
+        Ok(ControlError::Store(store)) => store,
+        Ok(other) => return other.into(),
+        Err(e) => match e.downcast::<StoreError>() {
+            Ok(store) => store,
+            Err(e) => return e,
+        },
+    };
+    store.at(&store_path()).into()
 }
 
 /// The error and its causes on one line. Core errors already quote their
@@ -204,6 +230,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Send(args) => super::messages::send(args, cli.actor),
         Command::Message(cmd) => super::messages::message(cmd),
         Command::Doctor { json } => super::doctor::run(json),
+        Command::Store(cmd) => super::store::run(cmd),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod km;
 mod launch;
 mod messages;
 mod runtime;
+mod store;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.

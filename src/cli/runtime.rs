@@ -14,6 +14,7 @@ use agent_comms_core::control::{host::host_id, open_store, ControlError};
 use agent_comms_core::delivery::{validate, DeliveryOptions, DEFAULT_TIMEOUT_MS};
 use agent_comms_core::session::SessionName;
 use agent_comms_core::socket::protocol::{Request, Response};
+use agent_comms_core::socket::ForeignEndpoint;
 use agent_comms_core::store::{RuntimeStatus, Store};
 use agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS;
 use agent_comms_core::takeover::launch::launch;
@@ -321,8 +322,13 @@ fn deliver(id: &str, options: DeliverArgs, text: String) -> anyhow::Result<i32> 
         (RuntimeStatus::Online, Some(e)) => e.clone(),
         _ => return Err(ControlError::Offline(id).into()),
     };
-    let client =
-        Client::connect(endpoint.as_ref()).map_err(|_| ControlError::Offline(id.clone()))?;
+    // Another user's server is refused as such: "offline" would hide it.
+    let client = Client::connect(endpoint.as_ref()).map_err(|e| -> anyhow::Error {
+        match ForeignEndpoint::in_error(&e) {
+            Some(_) => e.into(),
+            None => ControlError::Offline(id.clone()).into(),
+        }
+    })?;
     deliver_with(client, &id, options, text)
 }
 

@@ -11,8 +11,8 @@ use super::ControlError;
 use crate::adapter::command::on_path;
 use crate::adapter::profile::Kind;
 use crate::adapter::{version, Entry};
-use crate::socket::is_dialable;
-use crate::store::{RuntimeRecord, RuntimeStatus, Store};
+use crate::socket::ForeignEndpoint;
+use crate::store::{store_problems, RuntimeRecord, RuntimeStatus, Store};
 use crate::time::iso_from_unix_millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -96,11 +96,23 @@ fn foreign_host(r: &RuntimeRecord, host: &str) -> Option<Finding> {
     })
 }
 
-/// An ONLINE runtime of this host: `ENDPOINT_NOT_DIALABLE` when its
-/// supervisor is gone, `HEARTBEAT_STALE` when it may be stuck, and else
+/// An ONLINE runtime of this host: `FOREIGN_ENDPOINT` when another user
+/// serves its endpoint, `ENDPOINT_NOT_DIALABLE` when its supervisor is
+/// gone, `HEARTBEAT_STALE` when it may be stuck, and else
 /// `SCREEN_UNREADABLE` when its adapter cannot read the screen.
 fn liveness(r: &RuntimeRecord, now: u64) -> Option<Finding> {
-    let endpoint = r.endpoint.as_deref().filter(|e| is_dialable(e.as_ref()));
+    let dialed = r
+        .endpoint
+        .as_deref()
+        .map(|e| (e, crate::socket::connect(e.as_ref())));
+    let endpoint = match dialed {
+        Some((e, Ok(_))) => Some(e),
+        Some((_, Err(err))) => match ForeignEndpoint::in_error(&err) {
+            Some(foreign) => return Some(foreign_endpoint(r, foreign)),
+            None => None,
+        },
+        None => None,
+    };
     let Some(endpoint) = endpoint else {
         return Some(Finding {
             code: "ENDPOINT_NOT_DIALABLE",
@@ -134,6 +146,42 @@ fn liveness(r: &RuntimeRecord, now: u64) -> Option<Finding> {
         .ok()
         .filter(ScreenReading::unreadable)
         .map(|reading| screen_unreadable(r, &reading))
+}
+
+/// `FOREIGN_ENDPOINT`: the record names a socket another user serves (it
+/// was written by someone who could write the store); nothing is sent
+/// there, so nothing reaches the runtime either.
+fn foreign_endpoint(r: &RuntimeRecord, foreign: &ForeignEndpoint) -> Finding {
+    Finding {
+        code: "FOREIGN_ENDPOINT",
+        severity: Severity::Error,
+        subject: runtime_subject(r),
+        message: format!(
+            "ONLINE, but its endpoint {} is served by uid {}, not by you (uid {}): nothing is sent to it; whoever wrote this record could write the store",
+            foreign.path.display(),
+            foreign.owner,
+            foreign.me
+        ),
+        repair: Some(format!(
+            "check who may write the store (agent-comms store check), then serve the runtime again, which records its own endpoint: agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
+            r.agent, r.id
+        )),
+    }
+}
+
+/// `STORE_NOT_PRIVATE`: the state directory or database at `db` is not
+/// the user's alone. Nothing else is examined then: the store is refused.
+pub fn store_findings(db: &std::path::Path) -> Vec<Finding> {
+    store_problems(db)
+        .into_iter()
+        .map(|p| Finding {
+            code: "STORE_NOT_PRIVATE",
+            severity: Severity::Error,
+            subject: "store".into(),
+            message: p.what(),
+            repair: Some(p.repair()),
+        })
+        .collect()
 }
 
 /// `SCREEN_UNREADABLE`: the adapter has read the screen as neither busy

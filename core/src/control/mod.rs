@@ -79,5 +79,10 @@ pub enum ControlError {
 
 /// The project's store (`<project>/.agent-comms/state.db`).
 pub fn open_store() -> Result<SqliteStore, ControlError> {
-    Ok(SqliteStore::open_in(&crate::paths::project_root())?)
+    Ok(SqliteStore::open(&store_path())?)
+}
+
+/// Where the project's store is.
+pub fn store_path() -> PathBuf {
+    crate::store::state_db_path(&crate::paths::project_root())
 }

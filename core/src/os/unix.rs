@@ -54,20 +54,33 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
-/// Refuses a directory that is not ours or that the group or others can open.
-pub fn check_private_dir(meta: &fs::Metadata) -> Result<(), NotPrivate> {
-    let me = euid();
-    if meta.uid() != me {
-        return Err(NotPrivate::ForeignOwner {
-            owner: meta.uid(),
-            me,
-        });
+/// Refuses a directory or file that is not ours or that the group or
+/// others may open (the socket root; a state database, whose message
+/// bodies are private).
+pub fn check_private(meta: &fs::Metadata) -> Result<(), NotPrivate> {
+    check_owner_and_mode(meta, 0o077)
+}
+
+/// Refuses a directory that is not ours or that the group or others may
+/// write to (they could replace what is in it); reading is allowed.
+pub fn check_unwritable_dir(meta: &fs::Metadata) -> Result<(), NotPrivate> {
+    check_owner_and_mode(meta, 0o022)
+}
+
+fn check_owner_and_mode(meta: &fs::Metadata, forbidden: u32) -> Result<(), NotPrivate> {
+    if let Some(owner) = foreign_owner(meta) {
+        return Err(NotPrivate::ForeignOwner { owner, me: euid() });
     }
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if mode & forbidden != 0 {
         return Err(NotPrivate::Permissive { mode });
     }
     Ok(())
+}
+
+/// The uid that owns what `meta` describes, when that is not the user.
+pub fn foreign_owner(meta: &fs::Metadata) -> Option<u32> {
+    (meta.uid() != euid()).then_some(meta.uid())
 }
 
 /// Makes a file readable and writable by its owner only.

@@ -99,12 +99,24 @@ pub fn endpoint_path(root: &Path, name: &str) -> PathBuf {
     ))
 }
 
-/// Missing on Windows: reading the directory's owner and DACL. The default
+/// Missing on Windows: reading the owner and DACL of a directory or file. The default
 /// root is private by inheritance (see [`OpenOptionsExt`]); a root named by
 /// `AGENT_COMMS_RUNTIME_DIR` is trusted as given. Endpoints do not depend
 /// on it: a named pipe carries its own DACL.
-pub fn check_private_dir(_meta: &fs::Metadata) -> Result<(), NotPrivate> {
+pub fn check_private(_meta: &fs::Metadata) -> Result<(), NotPrivate> {
     Ok(())
+}
+
+/// Missing on Windows, as for [`check_private`]: a project's state
+/// directory is trusted as found.
+pub fn check_unwritable_dir(_meta: &fs::Metadata) -> Result<(), NotPrivate> {
+    Ok(())
+}
+
+/// Missing on Windows: files carry an owner SID, not a uid, and it is not
+/// read yet; nothing is reported as another user's.
+pub fn foreign_owner(_meta: &fs::Metadata) -> Option<u32> {
+    None
 }
 
 /// Nothing to do: see [`OpenOptionsExt`].

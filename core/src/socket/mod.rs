@@ -6,7 +6,9 @@
 //! keystrokes, so a second lock costs nothing. On Windows it is a named pipe
 //! (see `windows.rs` for what guards it). Both offer one interface: bind,
 //! accept (backing off when accepting fails), peer check and split on the
-//! supervisor's side; a blocking connect for the short-lived commands.
+//! supervisor's side; a blocking connect for the short-lived commands,
+//! which checks the server's side in turn ([`ForeignEndpoint`]): the path
+//! it dials comes from a record.
 
 mod accept;
 pub mod codec;
@@ -30,6 +32,30 @@ pub enum SocketError {
     InUse(PathBuf),
     #[error("cannot bind {path}: {source}")]
     Bind { path: PathBuf, source: io::Error },
+}
+
+/// An endpoint whose server is another user: nothing is sent to it and
+/// nothing it says is believed. Carried in an `io::Error` of kind
+/// `PermissionDenied`, so that every connect refuses it the same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("endpoint {} is served by uid {owner}, not by you (uid {me}); nothing was sent to it. A record points at another user's socket: see agent-comms doctor", .path.display())]
+pub struct ForeignEndpoint {
+    pub path: PathBuf,
+    pub owner: u32,
+    pub me: u32,
+}
+
+impl From<ForeignEndpoint> for io::Error {
+    fn from(e: ForeignEndpoint) -> Self {
+        io::Error::new(io::ErrorKind::PermissionDenied, e)
+    }
+}
+
+impl ForeignEndpoint {
+    /// The refusal inside a connect error, if that is what it is.
+    pub fn in_error(e: &io::Error) -> Option<&ForeignEndpoint> {
+        e.get_ref()?.downcast_ref()
+    }
 }
 
 /// What `bind` did with a socket file it found in the way.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{is_dialable, BindOutcome, Listener, SocketError};
+use super::{is_dialable, BindOutcome, ForeignEndpoint, Listener, SocketError};
 use crate::paths::{euid, make_owner_only};
 
 /// A connection as the supervisor sees it.
@@ -70,6 +70,35 @@ pub fn split(stream: Stream) -> (ReadHalf, WriteHalf) {
     stream.into_split()
 }
 
+/// Connects to the endpoint at `path` and checks, before anything is
+/// sent, that its server runs as our effective uid: an endpoint path comes
+/// from a record (a session's, or a runtime's in the store), and a record
+/// another user could once write may name a socket of theirs. Refused with
+/// [`ForeignEndpoint`] (kind `PermissionDenied`).
 pub fn connect(path: &Path) -> std::io::Result<ClientStream> {
-    ClientStream::connect(path)
+    let stream = ClientStream::connect(path)?;
+    let owner = server_uid(&stream)?;
+    let me = euid();
+    if owner != me {
+        return Err(ForeignEndpoint {
+            path: path.to_owned(),
+            owner,
+            me,
+        }
+        .into());
+    }
+    Ok(stream)
+}
+
+/// The effective uid of the process that listens at the other end (as it
+/// was when it created the socket).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn server_uid(stream: &ClientStream) -> std::io::Result<u32> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    Ok(getsockopt(stream, PeerCredentials)?.uid())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn server_uid(stream: &ClientStream) -> std::io::Result<u32> {
+    Ok(nix::unistd::getpeereid(stream)?.0.as_raw())
 }

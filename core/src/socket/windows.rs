@@ -136,6 +136,9 @@ impl Write for ClientStream {
     }
 }
 
+/// Connects to the pipe at `path`. Not checked yet, unlike on Unix: which
+/// user serves it (the module docs say what that leaves open); a
+/// [`super::ForeignEndpoint`] is never returned here.
 pub fn connect(path: &Path) -> io::Result<ClientStream> {
     let deadline = Instant::now() + BUSY_WAIT;
     loop {

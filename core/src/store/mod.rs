@@ -20,7 +20,9 @@
 //! database can later back several hosts; [`SqliteStore`] is the local one.
 //! Times are Unix milliseconds (`u64`) throughout; see [`crate::time`].
 
+mod check;
 mod migrations;
+mod private;
 mod sqlite;
 
 use std::fmt;
@@ -29,6 +31,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use check::{check, StoreCheck};
+pub use private::{store_problems, PrivacyProblem};
 pub use sqlite::{state_db_path, SqliteStore};
 
 /// What went wrong with the state database, and what to do about it.
@@ -41,6 +45,10 @@ pub enum StoreError {
     },
     #[error("{} is not an agent-comms state database ({detail}); move it aside and agent-comms will create a new one", .path.display())]
     NotAStore { path: PathBuf, detail: String },
+    #[error("{0}")]
+    NotPrivate(PrivacyProblem),
+    #[error("{} is damaged ({detail}); see what is wrong with: agent-comms store check; to start over, move it aside (mv {} {}.damaged, and its -wal and -shm files) and agent-comms creates a new, empty one", .path.display(), .path.display(), .path.display())]
+    Damaged { path: PathBuf, detail: String },
     #[error("{}: state.db has schema {found}, this agent-comms knows up to {known}; upgrade agent-comms", .path.display())]
     SchemaTooNew {
         path: PathBuf,
@@ -55,8 +63,34 @@ pub enum StoreError {
     },
     #[error("the state database stayed locked by another agent-comms process for more than 5 s ({source}); retry, and if it persists look for a stuck agent-comms process")]
     Busy { source: rusqlite::Error },
-    #[error("state database error: {0}")]
+    #[error("{}", sqlite_message(.0))]
     Sqlite(rusqlite::Error),
+}
+
+impl StoreError {
+    /// This error as it should be told about the database at `path`: a
+    /// damaged file is named, with the next step. (Queries do not know
+    /// their file; whoever opened the store does.)
+    pub fn at(self, path: &std::path::Path) -> StoreError {
+        match self {
+            StoreError::Sqlite(e) if is_damage(&e) => StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            },
+            other => other,
+        }
+    }
+
+    /// Whether this is SQLite finding the file damaged, not yet told
+    /// with its path ([`StoreError::at`]).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, StoreError::Sqlite(e) if is_damage(e))
+    }
+}
+
+/// SQLite's word for a file whose pages do not hold what they should.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt)
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -66,6 +100,16 @@ impl From<rusqlite::Error> for StoreError {
             Some(DatabaseBusy | DatabaseLocked) => StoreError::Busy { source: e },
             _ => StoreError::Sqlite(e),
         }
+    }
+}
+
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    if is_damage(e) {
+        format!(
+            "the state database is damaged ({e}); see what is wrong with: agent-comms store check"
+        )
+    } else {
+        format!("state database error: {e}")
     }
 }
 

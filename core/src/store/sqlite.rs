@@ -15,12 +15,12 @@ use std::time::Duration;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use super::migrations;
+use super::{migrations, private};
 use super::{
     Agent, Attempt, AttemptOutcome, AttemptResult, Evidence, Invocation, InvocationFilter,
     InvocationStatus, NewInvocation, RuntimeRecord, RuntimeStatus, Store, StoreError,
 };
-use crate::os::{DirBuilderExt, OpenOptionsExt};
+use crate::os::OpenOptionsExt;
 
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,20 +50,16 @@ impl SqliteStore {
         Self::open(&state_db_path(project_root))
     }
 
-    /// Opens (creating it, and its directory, if missing) and migrates the database.
+    /// Opens (creating it, and its directory, if missing) and migrates the
+    /// database, once its directory and files are known to be the user's
+    /// alone (`private`).
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
-        let io_err = |source: io::Error| StoreError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        Self::open_private(path).map_err(|e| e.at(path))
+    }
+
+    fn open_private(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(io_err)?;
-            }
+            private::ensure_state_dir(dir)?;
         }
         // Create the file ourselves so it is 0600; SQLite gives -wal and -shm the same mode.
         match fs::OpenOptions::new()
@@ -74,8 +70,14 @@ impl SqliteStore {
         {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io_err(e)),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         }
+        private::check_db_files(path)?;
 
         let not_a_store = |e: rusqlite::Error| match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::NotADatabase) => StoreError::NotAStore {
@@ -737,6 +739,8 @@ mod tests {
             )
             .unwrap();
         }
+        // As agent-comms itself created it: the owner's alone.
+        crate::os::make_owner_only(&path).unwrap();
         let s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.schema_version().unwrap(), migrations::latest());
         let r = s.runtime("rt-b").unwrap().expect("the runtime survived");
@@ -765,11 +769,16 @@ mod tests {
 
     #[test]
     fn foreign_files_are_refused() {
+        // Made private, so that what is judged is what they hold.
+        let open = |path: &Path| {
+            crate::os::make_owner_only(path).unwrap();
+            SqliteStore::open(path).unwrap_err()
+        };
         let dir = tempfile::tempdir().unwrap();
         // Not SQLite at all.
         let junk = dir.path().join("junk.db");
         fs::write(&junk, b"this is not a database, just some text that is long enough ....................................................................").unwrap();
-        let err = SqliteStore::open(&junk).unwrap_err();
+        let err = open(&junk);
         assert!(matches!(err, StoreError::NotAStore { .. }), "{err:?}");
         assert!(err.to_string().contains("move it aside"), "{err}");
         // Somebody else's SQLite database.
@@ -778,7 +787,7 @@ mod tests {
             .unwrap()
             .execute_batch("CREATE TABLE t (x)")
             .unwrap();
-        let err = SqliteStore::open(&other).unwrap_err();
+        let err = open(&other);
         assert!(matches!(err, StoreError::NotAStore { .. }), "{err:?}");
         // ... and one with its own application id.
         let tagged = dir.path().join("tagged.db");
@@ -786,7 +795,7 @@ mod tests {
             .unwrap()
             .pragma_update(None, "application_id", 7)
             .unwrap();
-        let err = SqliteStore::open(&tagged).unwrap_err();
+        let err = open(&tagged);
         assert!(matches!(err, StoreError::NotAStore { .. }), "{err:?}");
     }
 
