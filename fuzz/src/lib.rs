@@ -23,9 +23,12 @@ use agent_comms_core::socket::codec::{encode, Frame, FrameDecoder, Message};
 use agent_comms_core::socket::limits::MAX_REQUEST_FRAME;
 use agent_comms_core::socket::protocol::{Event, Request, Response};
 
+/// A target: it panics when its input breaks a property.
+pub type Target = fn(&[u8]);
+
 /// The names of the targets, as `fuzz_targets/NAME.rs` and the folders of
 /// `fuzz/regressions/` spell them, with the function that runs each.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("socket_codec", socket_codec),
     ("protocol_json", protocol_json),
     ("profile", profile),
