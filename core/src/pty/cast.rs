@@ -83,15 +83,22 @@ impl CastRecorder {
 }
 
 /// The text of `carry` + `bytes`, keeping an incomplete UTF-8 sequence at
-/// the end in `carry` for the next chunk.
-fn take_text(carry: &mut Vec<u8>, bytes: &[u8]) -> String {
+/// the end in `carry` for the next chunk. Public for the fuzz target
+/// `cast_text` (fuzz/src/lib.rs), which checks it against whole-stream
+/// decoding.
+pub fn take_text(carry: &mut Vec<u8>, bytes: &[u8]) -> String {
     carry.extend_from_slice(bytes);
-    let complete = match std::str::from_utf8(carry) {
-        Ok(_) => carry.len(),
-        // An error with no length is a sequence cut short at the end.
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => carry.len(),
-    };
+    // Only the last piece can be a sequence cut short at the end (an error
+    // with no length); invalid bytes before it must not hide it, or a
+    // character split between reads after them is lost.
+    let cut_short = carry.utf8_chunks().last().map_or(0, |chunk| {
+        let tail = chunk.invalid();
+        match std::str::from_utf8(tail) {
+            Err(e) if e.error_len().is_none() => tail.len(),
+            _ => 0,
+        }
+    });
+    let complete = carry.len() - cut_short;
     let text = String::from_utf8_lossy(&carry[..complete]).into_owned();
     carry.drain(..complete);
     text
@@ -135,5 +142,15 @@ mod tests {
             .collect();
         let want = [("o", "a"), ("o", "é\n"), ("i", "ls\r"), ("r", "120x40")];
         assert_eq!(events, want.map(|(k, d)| (k.to_owned(), d.to_owned())));
+    }
+
+    #[test]
+    fn an_invalid_byte_does_not_break_a_character_split_after_it() {
+        // Found by the `cast_text` fuzz target: the invalid 0xff hid the cut
+        // `é` behind it, which was written as two U+FFFD.
+        let mut carry = Vec::new();
+        assert_eq!(take_text(&mut carry, b"x\xff\xc3"), "x\u{fffd}");
+        assert_eq!(take_text(&mut carry, b"\xa9"), "é");
+        assert!(carry.is_empty());
     }
 }

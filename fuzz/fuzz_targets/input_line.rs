@@ -1,0 +1,5 @@
+//! Fuzz target `input_line`: the logic and its properties are
+//! `agent_comms_fuzz::input_line` (fuzz/src/lib.rs).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| agent_comms_fuzz::input_line(data));
