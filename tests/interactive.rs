@@ -764,11 +764,18 @@ fn doctor_reports_ambiguous_runtimes_and_invalid_profiles() {
         .collect();
     assert!(codes.contains(&"AMBIGUOUS_RUNTIMES"), "{findings}");
     assert!(codes.contains(&"INVALID_PROFILE"), "{findings}");
+    // The printed repair is a command that runs: it names the file.
     let text = env.run(&["doctor"]).stdout;
-    assert!(
-        text.contains("repair: agent-comms adapters check"),
-        "{text}"
+    let broken = providers.join("broken.toml").display().to_string();
+    let repair = format!("agent-comms adapters check {broken}");
+    assert!(text.contains(&format!("run: {repair}")), "{text}");
+    let check = env.run(&["adapters", "check", &broken]);
+    assert_eq!(
+        check.code(),
+        1,
+        "the check runs and fails the profile: {check:#?}"
     );
+    assert!(check.stdout.contains("broken.toml:2"), "{check:#?}");
 }
 
 /// doctor compares an installed CLI's version with the versions its

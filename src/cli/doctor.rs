@@ -7,12 +7,7 @@ use agent_comms_core::time::unix_millis;
 pub fn run(json: bool) -> anyhow::Result<i32> {
     let store = open_store()?;
     let registry = agent_comms_adapters::registry();
-    let problems: Vec<String> = registry
-        .diagnostics()
-        .iter()
-        .map(|d| d.to_string())
-        .collect();
-    let mut findings = examine(&store, &host_id()?, unix_millis(), &problems)?;
+    let mut findings = examine(&store, &host_id()?, unix_millis(), registry.diagnostics())?;
     findings.extend(version_findings(registry.entries()));
     if json {
         println!("{}", serde_json::to_string(&findings)?);

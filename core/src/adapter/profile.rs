@@ -18,6 +18,8 @@ use super::Activity;
 
 /// The schema this build reads.
 pub const SCHEMA: u32 = 1;
+/// The most programs one profile may claim.
+pub const MAX_COMMANDS: usize = 64;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[error("{file}:{line}:{column}: {message}")]
@@ -391,6 +393,17 @@ impl Profile {
             return Err(source.error(
                 text.find("commands").unwrap_or(0),
                 "commands: list at least one program this profile claims".into(),
+            ));
+        }
+        if self.commands.len() > MAX_COMMANDS {
+            // Every command looks its adapter up through every claim: a
+            // bound keeps that lookup fast.
+            return Err(source.error(
+                text.find("commands").unwrap_or(0),
+                format!(
+                    "commands: {} programs, over the limit of {MAX_COMMANDS} a profile may claim",
+                    self.commands.len()
+                ),
             ));
         }
         if let Some(detect) = &self.detect {
