@@ -185,6 +185,9 @@ pub struct Input {
     /// the cursor's row is the input line.
     #[serde(default)]
     pub line: Option<InputLine>,
+    /// How a delivery that failed after typing removes what it typed.
+    #[serde(default)]
+    pub clear: Clear,
 }
 
 impl Default for Input {
@@ -194,6 +197,7 @@ impl Default for Input {
             enter: default_enter(),
             enter_delay_ms: default_enter_delay(),
             line: None,
+            clear: Clear::default(),
         }
     }
 }
@@ -220,6 +224,32 @@ fn default_enter() -> String {
 }
 fn default_enter_delay() -> u64 {
     100
+}
+
+/// How to remove typed text from the input line (`[input] clear`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clear {
+    /// One Backspace (DEL) per character typed, and one per Enter pressed
+    /// (an Enter a composer took for a newline): what nearly every line
+    /// editor understands.
+    #[default]
+    Backspaces,
+    /// Ctrl-U: the line editor's "kill the line" (readline, most TUIs).
+    CtrlU,
+    /// The program offers no way: a failure says what was left.
+    None,
+}
+
+impl Clear {
+    /// The keys that remove `chars` typed characters and `enters` Enters.
+    pub fn keys(self, chars: usize, enters: usize) -> Vec<u8> {
+        match self {
+            Self::Backspaces => vec![0x7f; chars + enters],
+            Self::CtrlU => vec![0x15],
+            Self::None => Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
