@@ -1099,6 +1099,6 @@ fn a_text_at_the_limit_is_delivered_on_a_small_screen() {
         let served = Served::start(&env, "bob", provider, &[], &[]);
         let run = env.run(&["runtime", "deliver", "--id", "bob", "--json", &text]);
         assert!(run.success(), "{provider}: {run:#?}");
-        assert_eq!(served.submitted_texts(), [text.clone()], "{provider}");
+        assert_eq!(served.submitted_texts(), [text.as_str()], "{provider}");
     }
 }
