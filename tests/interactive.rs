@@ -1102,3 +1102,18 @@ fn a_text_at_the_limit_is_delivered_on_a_small_screen() {
         assert_eq!(served.submitted_texts(), [text.as_str()], "{provider}");
     }
 }
+
+/// A long command wraps over rows bash's cursor row does not show: it runs
+/// once, and the delivery says so.
+#[test]
+fn a_long_command_is_delivered_into_bash_once() {
+    let env = TestEnv::new();
+    let _bash = serve_bash(&env, "sh");
+    env.wait_screen("sh", "bash$");
+    // 1,000 characters of arguments, then the marker the screen shows.
+    let text = format!(": {}; echo long-$((40+2))", "x".repeat(1000));
+    let run = env.run(&["runtime", "deliver", "--id", "sh", "--json", &text]);
+    assert!(run.success(), "{run:#?}");
+    assert_eq!(json(&run)["enter_presses"], 1, "{run:#?}");
+    env.wait_screen("sh", "long-42");
+}

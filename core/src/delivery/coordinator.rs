@@ -462,6 +462,8 @@ struct Typed {
     in_input_line: bool,
     /// Times the needle showed on the screen.
     on_screen: usize,
+    /// What the input line showed (its first rows, when the text wraps).
+    input: Option<String>,
 }
 
 impl Typed {
@@ -469,12 +471,13 @@ impl Typed {
         Self {
             in_input_line: holds_tail(o, needle),
             on_screen: occurrences(&o.screen, needle),
+            input: o.input.clone(),
         }
     }
 
     /// The program went busy; or the input line that showed the text's end
-    /// no longer does; or, when it never showed it, the screen shows the
-    /// text another number of times or an empty input line.
+    /// no longer does; or, when it never showed it, the input line or the
+    /// number of times the screen shows the text changed.
     fn submitted(&self, o: &Observation, needle: &str) -> bool {
         if o.raw == Activity::Busy {
             return true;
@@ -482,8 +485,7 @@ impl Typed {
         if self.in_input_line {
             return !holds_tail(o, needle);
         }
-        occurrences(&o.screen, needle) != self.on_screen
-            || (o.input_rule && o.input.as_deref() == Some(""))
+        o.input != self.input || occurrences(&o.screen, needle) != self.on_screen
     }
 }
 
