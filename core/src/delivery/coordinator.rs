@@ -501,4 +501,15 @@ mod tests {
         assert_eq!(occurrences(screen, &normalize(text)), 1);
         assert_eq!(occurrences("❯ hello  world", &normalize("hello world")), 1);
     }
+
+    #[test]
+    fn a_text_longer_than_the_screen_is_checked_by_its_end() {
+        let text = format!("{}end", "w ".repeat(2000));
+        let needle = echo_needle(&text, (24, 80));
+        assert_eq!(needle.chars().count(), 24 * 80 / 8);
+        assert!(needle.ends_with("wwend"), "{needle}");
+        assert_eq!(echo_needle("short  text", (24, 80)), "shorttext");
+        // A tiny screen still compares a recognisable end.
+        assert_eq!(echo_needle(&text, (2, 10)).chars().count(), TAIL_CHARS);
+    }
 }
