@@ -224,7 +224,15 @@ impl DeliveryCoordinator {
                 enter_presses: presses,
                 style: if paste { "paste" } else { "typed" }.into(),
             }),
-            Err(failure) => Err(self.take_back(term, text, enters, failure).await),
+            Err(failure) => {
+                let typed = Typing {
+                    text,
+                    needle: &needle,
+                    seen_before,
+                    enters,
+                };
+                Err(self.take_back(term, typed, failure).await)
+            }
         }
     }
 
@@ -297,17 +305,20 @@ impl DeliveryCoordinator {
     async fn take_back(
         &self,
         term: &dyn Terminal,
-        text: &str,
-        enters: usize,
+        typed: Typing<'_>,
         failure: Failure,
     ) -> DeliveryError {
         if failure == Failure::Ended {
             return DeliveryError::Ended;
         }
-        let keys = self.style.input.clear.keys(text.chars().count(), enters);
+        let keys = self
+            .style
+            .input
+            .clear
+            .keys(typed.text.chars().count(), typed.enters);
         let removed = !keys.is_empty() && {
             term.write(keys);
-            self.cleared(term, text).await
+            self.cleared(term, &typed).await
         };
         let left = if removed {
             Leftover::Removed
@@ -330,13 +341,16 @@ impl DeliveryCoordinator {
         }
     }
 
-    /// Whether the input line shows the text gone within [`CLEAR_TIMEOUT`].
-    async fn cleared(&self, term: &dyn Terminal, text: &str) -> bool {
+    /// Whether, within [`CLEAR_TIMEOUT`], the input line no longer shows
+    /// the text's end and the screen shows the text no more often than
+    /// before it was typed.
+    async fn cleared(&self, term: &dyn Terminal, typed: &Typing<'_>) -> bool {
         let deadline = Instant::now() + CLEAR_TIMEOUT;
         loop {
             let seen = term.observe();
-            let needle = echo_needle(text, seen.size);
-            if !holds_tail(&seen, &needle) {
+            if !holds_tail(&seen, typed.needle)
+                && occurrences(&seen.screen, typed.needle) <= typed.seen_before
+            {
                 return true;
             }
             if Instant::now() >= deadline || term.ended() {
@@ -358,6 +372,16 @@ fn timeout(opts: DeliveryOptions, waiting: &str) -> DeliveryError {
         secs: opts.timeout_ms.div_ceil(1000),
         waiting: waiting.to_owned(),
     }
+}
+
+/// What a delivery typed, for taking it back.
+struct Typing<'a> {
+    text: &'a str,
+    needle: &'a str,
+    /// Times the needle showed on the screen before the typing.
+    seen_before: usize,
+    /// Enter presses after it.
+    enters: usize,
 }
 
 /// How a delivery failed once its text was typed.
