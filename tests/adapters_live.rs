@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use support::env::TestEnv;
+use support::run::run_within;
 use support::wait_until;
 
 fn repo() -> PathBuf {
@@ -142,5 +143,79 @@ fn a_plugin_that_fails_mid_session_is_set_aside_for_the_rules() {
         (later["activity"].as_str(), later["by"].as_str()),
         (Some("idle"), Some("rules")),
         "{later}"
+    );
+}
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; mkfifo has no other preconditions.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// Far less than the hang (forever) and the minutes a 32 MB profile took.
+const QUICK: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[test]
+fn a_fifo_or_an_oversized_profile_is_reported_and_hangs_no_command() {
+    let env = TestEnv::new();
+    let dir = env.home.join("providers");
+    std::fs::create_dir_all(&dir).unwrap();
+    mkfifo(&dir.join("fifo.toml"));
+    // 32 MB of programs claimed: valid TOML, far over the size limit.
+    let mut big =
+        String::from("schema = 1\nname = \"big\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [");
+    let mut i = 0;
+    while big.len() < 32 << 20 {
+        big.push_str(&format!("\"prog-{i}\", "));
+        i += 1;
+    }
+    big.push_str("]\n");
+    std::fs::write(dir.join("big.toml"), big).unwrap();
+    // A profile whose Wasm plugin is a FIFO: loaded by the supervisor.
+    mkfifo(&dir.join("stuck.wasm"));
+    install_profile(&env, "stuck", Some(dir.join("stuck.wasm")));
+
+    let list = run_within(env.command(&["adapters", "list"]), "adapters list", QUICK).ok();
+    let fifo = dir.join("fifo.toml").display().to_string();
+    let big = dir.join("big.toml").display().to_string();
+    assert!(
+        list.stdout.contains(&format!(
+            "error: {fifo}:1:1: not read: it is a FIFO, not a regular file"
+        )),
+        "{list:#?}"
+    );
+    assert!(
+        list.stdout
+            .contains(&format!("error: {big}:1:1: not read: it holds"))
+            && list.stdout.contains("over the 1 MiB limit for a profile"),
+        "{list:#?}"
+    );
+    // The other adapters still load, the FIFO plugin's profile among them.
+    assert!(list.stdout.contains("stuck "), "{list:#?}");
+
+    // Both start within the harness's bound (they hung before).
+    env.start("plain", &["--", "sleep", "30"]);
+    start_shell(&env, "plugged", "stuck");
+    let report = activity(&env, "plugged");
+    assert!(
+        report["plugin_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("it is a FIFO, not a regular file")),
+        "the plugin's problem is reported: {report}"
+    );
+    let check = run_within(
+        env.command(&["adapters", "check", "stuck"]),
+        "adapters check",
+        QUICK,
+    );
+    assert!(check.stdout.contains("not a regular file"), "{check:#?}");
+
+    let doctor = run_within(env.command(&["doctor"]), "doctor", QUICK);
+    assert!(
+        doctor.stdout.contains(&format!(
+            "repair: fix or remove it, then run: agent-comms adapters check {fifo}"
+        )),
+        "{doctor:#?}"
     );
 }

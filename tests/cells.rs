@@ -685,6 +685,34 @@ fn tens_of_megabytes_in_one_cell_are_bounded() {
     );
 }
 
+/// A single line longer than the limit: the reply keeps its tail, and the
+/// note counts exactly what is not there (it once kept only `END`, with
+/// 4 MB more left out than the note said).
+#[test]
+fn a_line_over_the_limit_keeps_the_tail_the_note_counts() {
+    let env = Env::new();
+    env.new_session("kb", BASH);
+    let long = 5_000_000;
+    let code = format!("head -c {long} /dev/zero | tr '\\0' x; echo; echo END");
+    let out = env.k_long(&["run", "-j", "kb", &code], Duration::from_secs(600));
+    let v = out.json();
+    assert_eq!((out.code(), &v["status"]), (0, &Value::from("done")));
+    let output = v["output"].as_str().unwrap();
+    let (note, kept) = output.split_once('\n').unwrap();
+    let omitted: usize = note
+        .strip_prefix("[agent-comms: ")
+        .and_then(|s| s.split_once(' '))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap();
+    // Everything printed: the x's, a line break, END and its line break
+    // (the reply leaves the final line break out).
+    let total = long + "\nEND\n".len();
+    assert_eq!(omitted + kept.len() + 1, total, "{note}");
+    assert_eq!(kept.len(), (4 << 20) - 1, "the kept tail is the last 4 MiB");
+    let xs = kept.strip_suffix("\nEND").unwrap();
+    assert!(xs.bytes().all(|b| b == b'x'), "{:?}", &xs[..80]);
+}
+
 #[test]
 fn tens_of_megabytes_in_repeat_mode_are_bounded() {
     let env = Env::new();

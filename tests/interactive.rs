@@ -764,11 +764,18 @@ fn doctor_reports_ambiguous_runtimes_and_invalid_profiles() {
         .collect();
     assert!(codes.contains(&"AMBIGUOUS_RUNTIMES"), "{findings}");
     assert!(codes.contains(&"INVALID_PROFILE"), "{findings}");
+    // The printed repair is a command that runs: it names the file.
     let text = env.run(&["doctor"]).stdout;
-    assert!(
-        text.contains("repair: agent-comms adapters check"),
-        "{text}"
+    let broken = providers.join("broken.toml").display().to_string();
+    let repair = format!("agent-comms adapters check {broken}");
+    assert!(text.contains(&format!("run: {repair}")), "{text}");
+    let check = env.run(&["adapters", "check", &broken]);
+    assert_eq!(
+        check.code(),
+        1,
+        "the check runs and fails the profile: {check:#?}"
     );
+    assert!(check.stdout.contains("broken.toml:2"), "{check:#?}");
 }
 
 /// doctor compares an installed CLI's version with the versions its
@@ -939,4 +946,174 @@ fn a_screen_the_adapter_cannot_read_is_reported_with_what_it_shows() {
         repair.contains("agent-comms adapters check codex"),
         "{repair}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// What a delivery leaves behind (issue 12, defect 8)
+
+/// A bash runtime `id` in a test terminal of `rows` × `cols`, online and at
+/// its prompt.
+fn serve_bash(env: &TestEnv, id: &str) -> Term {
+    let argv = serve_argv(
+        id,
+        id,
+        HEARTBEAT_MS,
+        &[],
+        "bash",
+        &["--norc", "--noprofile"],
+    );
+    let term = env.term_with(&argv, &[("PS1", "bash$ ")], true);
+    wait_until(&format!("runtime {id} online"), || {
+        let run = env.run(&["runtime", "show", "--id", id, "--json"]);
+        run.success() && json(&run)["status"] == "ONLINE"
+    });
+    term
+}
+
+#[test]
+fn blank_text_is_refused_and_no_enter_is_pressed() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let bash = serve_bash(&env, "sh");
+    let blanks = [
+        " ",
+        "   ",
+        "\u{a0}",
+        "\u{a0} \u{a0}",
+        "\u{3000}",
+        "\u{2003}\u{200b}",
+    ];
+    for id in ["bob", "sh"] {
+        for text in blanks {
+            let run = env
+                .run(&["runtime", "deliver", "--id", id, text])
+                .fails_with_one_line();
+            assert!(
+                run.stderr.contains("the text is blank"),
+                "{text:?}: {run:#?}"
+            );
+        }
+    }
+    assert!(served.submits().is_empty());
+    assert!(
+        events(&served.log, "empty-enter").is_empty(),
+        "an Enter ran"
+    );
+    // bash ran nothing: an NBSP it executes is "command not found".
+    env.send_line("sh", "echo after-$((2*3))");
+    env.wait_screen("sh", "after-6");
+    assert!(
+        !env.snapshot("sh").contains("not found"),
+        "{}",
+        env.snapshot("sh")
+    );
+    drop(bash);
+}
+
+/// `--timeout 0` bounds the wait before typing; once typed, the text is
+/// entered (bash's screen reads busy for a moment after the echo, which
+/// failed the delivery and left the text in the input line, where the next
+/// one was appended to it).
+#[test]
+fn a_delivery_with_no_wait_is_entered_or_leaves_nothing() {
+    let env = TestEnv::new();
+    let _bash = serve_bash(&env, "sh");
+    env.wait_screen("sh", "bash$");
+    for n in [6, 7] {
+        let text = format!("echo zero-wait-$((6*{n}))");
+        // Not ready now (its screen changed less than half a second ago):
+        // refused before typing, which is what it says. Ready: entered.
+        wait_until("a delivery with no wait to be entered", || {
+            let run = env.run(&["runtime", "deliver", "--id", "sh", "--timeout", "0", &text]);
+            assert!(
+                run.success()
+                    || run
+                        .stderr
+                        .contains("waiting until ready (the program is busy); nothing was typed"),
+                "{run:#?}"
+            );
+            run.success()
+        });
+        env.wait_screen("sh", &format!("zero-wait-{}", 6 * n));
+    }
+    let screen = env.snapshot("sh");
+    assert!(
+        !screen.contains("not found"),
+        "appended to an earlier text: {screen}"
+    );
+}
+
+#[test]
+fn a_delivery_that_fails_after_typing_removes_what_it_typed() {
+    let env = TestEnv::new();
+    // Every Enter that would submit is dropped three times: not submitted.
+    let served = Served::start(&env, "bob", "claude", &[("FAKE_DROP_ENTER", "3")], &[]);
+    let run = env
+        .run(&["runtime", "deliver", "--id", "bob", "dropped three times"])
+        .fails_with_one_line();
+    assert!(
+        run.stderr.contains("Enter was pressed 3 times")
+            && run.stderr.contains("removed from the input line"),
+        "{run:#?}"
+    );
+    // The next delivery is submitted alone, not appended to the first.
+    deliver(&env, "bob", "the next one");
+    assert_eq!(served.submitted_texts(), ["the next one"]);
+
+    // Input that never shows: the echo check fails, and what was typed is
+    // removed all the same (the fake's hidden line is empty after it).
+    let hidden = Served::start(&env, "eve", "claude", &[("FAKE_HIDE_INPUT", "1")], &[]);
+    let run = env
+        .run(&["runtime", "deliver", "--id", "eve", "never shown"])
+        .fails_with_one_line();
+    assert!(
+        run.stderr.contains("did not show") && run.stderr.contains("removed from the input line"),
+        "{run:#?}"
+    );
+    hidden.term.write(b"\r");
+    wait_until("the fake to log the Enter", || {
+        !events(&hidden.log, "empty-enter").is_empty() || !hidden.submits().is_empty()
+    });
+    assert!(
+        hidden.submits().is_empty(),
+        "{:?}",
+        hidden.submitted_texts()
+    );
+}
+
+/// Texts up to the limit (4,096 bytes) are delivered on an 80 × 24 screen,
+/// where they do not fit whole (2,000 characters failed the echo check).
+#[test]
+fn a_text_at_the_limit_is_delivered_on_a_small_screen() {
+    let mut text = String::new();
+    for i in 0.. {
+        let word = format!("w{i} ");
+        if text.len() + word.len() > 4096 {
+            break;
+        }
+        text.push_str(&word);
+    }
+    let text = text.trim_end().to_owned();
+    for provider in ["claude", "codex", "opencode"] {
+        let env = TestEnv::new();
+        let served = Served::start(&env, "bob", provider, &[], &[]);
+        let run = env.run(&["runtime", "deliver", "--id", "bob", "--json", &text]);
+        assert!(run.success(), "{provider}: {run:#?}");
+        assert_eq!(served.submitted_texts(), [text.as_str()], "{provider}");
+    }
+}
+
+/// A long command wraps over rows bash's cursor row does not show: it runs
+/// once, and the delivery says so.
+#[test]
+fn a_long_command_is_delivered_into_bash_once() {
+    let env = TestEnv::new();
+    let _bash = serve_bash(&env, "sh");
+    env.wait_screen("sh", "bash$");
+    // 1,000 characters of arguments, then the marker the screen shows.
+    let text = format!(": {}; echo long-$((40+2))", "x".repeat(1000));
+    let run = env.run(&["runtime", "deliver", "--id", "sh", "--json", &text]);
+    assert!(run.success(), "{run:#?}");
+    assert_eq!(json(&run)["enter_presses"], 1, "{run:#?}");
+    env.wait_screen("sh", "long-42");
 }

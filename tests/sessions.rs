@@ -509,6 +509,40 @@ fn invalid_session_names_are_refused() {
 }
 
 #[test]
+fn a_name_over_the_length_limit_is_refused_with_the_limit() {
+    let env = TestEnv::new();
+    let name = "n".repeat(201);
+    let run = env
+        .run(&["session", "new", &name, "--", "sleep", "300"])
+        .fails_with_one_line();
+    assert!(
+        run.stderr.contains("invalid session name")
+            && run.stderr.contains("at most 200 characters"),
+        "{run:#?}"
+    );
+}
+
+#[test]
+fn a_terminal_size_beyond_the_bounds_is_refused_and_nothing_starts() {
+    let env = TestEnv::new();
+    for (rows, cols) in [("65535", "65535"), ("0", "80"), ("24", "1001")] {
+        let run = env
+            .run(&[
+                "session", "new", "big", "--rows", rows, "--cols", cols, "--", "sleep", "300",
+            ])
+            .fails_with_one_line();
+        assert!(
+            run.stderr.contains(&format!("{rows} × {cols}"))
+                && run.stderr.contains("1 to 1000 rows and 1 to 1000 columns"),
+            "{run:#?}"
+        );
+        assert!(!run.stderr.contains(".log"), "no log to point at: {run:#?}");
+    }
+    assert!(env.ls_json().is_empty());
+    env.assert_nothing_left(&[]);
+}
+
+#[test]
 fn a_name_in_use_is_refused_and_the_running_session_is_untouched() {
     let env = TestEnv::new();
     let rec = env.start_bash("dup");
@@ -727,6 +761,25 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
     assert_gone(&env, "stubborn");
     // The loop's `sleep` was in the same process group: gone as well.
     env.assert_nothing_left(&[]);
+}
+
+#[test]
+fn a_grace_period_that_is_not_a_finite_bounded_number_is_refused() {
+    let env = TestEnv::new();
+    let rec = env.start_bash("graceful");
+    for grace in ["inf", "nan", "-1", "3601"] {
+        let run = env
+            .run(&["session", "kill", "graceful", &format!("--grace={grace}")])
+            .fails_with_one_line();
+        assert!(
+            run.stderr.contains("--grace") && run.stderr.contains("0 to 3600 seconds"),
+            "{grace}: {run:#?}"
+        );
+    }
+    // None of them touched the session.
+    assert!(pid_alive(rec.pid));
+    env.send_line("graceful", "echo still-$((3*3))");
+    env.wait_screen("graceful", "still-9");
 }
 
 // 11. a connection from another uid --------------------------------------

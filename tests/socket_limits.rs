@@ -207,3 +207,65 @@ fn running_out_of_file_descriptors_does_not_spin_and_the_session_recovers() {
         env.log("fds").contains("accepting connections again")
     });
 }
+
+/// The documented bounds of a terminal size (docs/sessions.md, "Terminal
+/// size").
+const MAX_ROWS: u32 = 1000;
+const MAX_COLS: u32 = 1000;
+
+/// Sends `request` (JSON) as request `id`.
+fn send_request(s: &mut UnixStream, id: u32, request: &str) {
+    s.write_all(&frame(1, TAG_REQUEST, id, request.as_bytes()))
+        .expect("send a request");
+}
+
+#[test]
+fn a_size_beyond_the_bounds_is_refused_and_the_supervisor_stays_small() {
+    let env = TestEnv::new();
+    let rec = env.start_bash("huge");
+    let mut s = connect(&rec.socket);
+    let sizes = [(65535, 65535), (2000, 2000), (24, MAX_COLS + 1), (0, 80)];
+    for (id, (rows, cols)) in (1..).zip(sizes) {
+        send_request(
+            &mut s,
+            id,
+            &format!(r#"{{"type":"resize","rows":{rows},"cols":{cols}}}"#),
+        );
+        let message = expect_error(&mut s, id);
+        assert!(
+            message.contains(&format!("{rows} × {cols}"))
+                && message.contains(&format!("1 to {MAX_ROWS} rows and 1 to {MAX_COLS} columns")),
+            "{message}"
+        );
+    }
+    // An attach asking for a size out of bounds is refused the same way,
+    // and the connection still answers.
+    send_request(
+        &mut s,
+        10,
+        r#"{"type":"attach","mode":"interactive","rows":65535,"cols":65535}"#,
+    );
+    assert!(expect_error(&mut s, 10).contains("65535 × 65535"));
+    let info = ask_info(&mut s, 11);
+    assert_eq!(
+        (info["rows"].as_u64(), info["cols"].as_u64()),
+        (Some(24), Some(80))
+    );
+    // 65535 × 65535 aborted the supervisor; 2000 × 2000 took it to 134 MB.
+    let rss_kb = status_field(rec.supervisor_pid, "VmRSS");
+    assert!(rss_kb < 32 * 1024, "the supervisor holds {rss_kb} kB");
+    // The largest size within the bounds is taken.
+    send_request(
+        &mut s,
+        12,
+        &format!(r#"{{"type":"resize","rows":{MAX_ROWS},"cols":{MAX_COLS}}}"#),
+    );
+    let reply = read_frame(&mut s).expect("a reply");
+    assert_eq!(reply.json()["type"], "ok", "{reply:?}");
+    let info = ask_info(&mut s, 13);
+    assert_eq!(
+        (info["rows"].as_u64(), info["cols"].as_u64()),
+        (Some(MAX_ROWS.into()), Some(MAX_COLS.into()))
+    );
+    assert!(env.snapshot("huge").contains("ready-5"));
+}

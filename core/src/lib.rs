@@ -7,6 +7,8 @@
 //! draws the graph and says where each behaviour lives):
 //!
 //! - [`time`], [`keys`], [`ids`]: UTC timestamps, named keys, random ids.
+//! - [`regular_file`]: reading the files configuration names, bounded and
+//!   never blocking.
 //! - [`os`]: what differs between Unix and Windows, behind one interface
 //!   (the endpoint and the PTY keep their own platform files).
 //! - [`paths`]: the per-user runtime root, the user's home for agent-comms
@@ -43,6 +45,7 @@ pub mod os;
 pub mod paths;
 pub mod plugin;
 pub mod pty;
+pub mod regular_file;
 pub mod screen;
 pub mod session;
 pub mod socket;

@@ -24,7 +24,10 @@ const MAX_NAME_LEN: usize = 200;
 pub enum SessionError {
     // Escaped: a name with a newline or escape sequence must not break the
     // one-line error contract or the user's terminal.
-    #[error("invalid session name: '{}'; use letters, digits, '.', '_' and '-' (not '..')", .0.escape_debug())]
+    #[error(
+        "invalid session name: '{}'; use at most {MAX_NAME_LEN} characters: letters, digits, '.', '_' and '-' (not '..')",
+        .0.escape_debug()
+    )]
     InvalidName(String),
     #[error("no session '{0}'")]
     NotFound(String),

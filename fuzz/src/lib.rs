@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 use agent_comms_core::adapter::profile::{Anchor, InputLine, Profile, Region};
 use agent_comms_core::adapter::{Rules, ScreenView};
+use agent_comms_core::delivery::validate::invisible;
 use agent_comms_core::delivery::{validate, validate_bytes, InvalidText, MAX_TEXT_BYTES};
 use agent_comms_core::pty::cast::take_text;
 use agent_comms_core::screen::ScreenModel;
@@ -196,6 +197,7 @@ pub fn delivery_text(data: &[u8]) {
             let named = |at: usize| text.chars().nth(at - 1).expect("the position is inside");
             match e {
                 InvalidText::Empty => assert!(text.is_empty()),
+                InvalidText::Blank => assert!(!text.is_empty() && text.chars().all(invisible)),
                 InvalidText::TooLong(len) => assert!(len > MAX_TEXT_BYTES && len == text.len()),
                 InvalidText::LineBreak(at) => {
                     assert!(matches!(named(at), '\r' | '\n' | '\u{2028}' | '\u{2029}'))

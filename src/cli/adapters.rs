@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use agent_comms_core::adapter::check::{run_plugin_samples, run_samples, PluginSampleResult};
 use agent_comms_core::adapter::{Entry, Profile};
 use agent_comms_core::plugin::{PluginError, PluginInfo};
+use agent_comms_core::regular_file::{read_text, MAX_PROFILE_BYTES};
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
@@ -164,8 +165,8 @@ fn show(name: &str, json: bool) -> anyhow::Result<i32> {
 
 fn check(target: &str, json: bool) -> anyhow::Result<i32> {
     let (shown, profile, plugin_path) = if Path::new(target).is_file() {
-        let text =
-            std::fs::read_to_string(target).with_context(|| format!("cannot read {target}"))?;
+        let text = read_text(Path::new(target), MAX_PROFILE_BYTES, "a profile")
+            .with_context(|| target.to_owned())?;
         match Profile::parse(target, &text) {
             Ok(p) => {
                 let dir = Path::new(target).parent().unwrap_or(Path::new("."));

@@ -8,14 +8,14 @@ use agent_comms_core::client::{Client, ClientError};
 use agent_comms_core::control::{store_path, ControlError};
 use agent_comms_core::keys::key_bytes;
 use agent_comms_core::paths::ensure_runtime_root;
-use agent_comms_core::pty::SpawnSpec;
+use agent_comms_core::pty::{size, SpawnSpec};
 use agent_comms_core::session::{Registry, SessionKind, SessionName, SessionRecord};
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Request, Response, SessionInfo, StreamMode};
 use agent_comms_core::store::StoreError;
 use agent_comms_core::supervisor::foreground::run_foreground;
 use agent_comms_core::supervisor::{
-    SupervisorConfig, DEFAULT_KEYBOARD_QUIET_MS, DEFAULT_KILL_GRACE,
+    kill_grace, SupervisorConfig, DEFAULT_KEYBOARD_QUIET_MS, DEFAULT_KILL_GRACE,
 };
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -137,7 +137,7 @@ enum SessionCommand {
     /// and wait until it is gone.
     Kill {
         name: String,
-        /// Seconds to wait before SIGKILL.
+        /// Seconds to wait before SIGKILL (0 to 3600).
         #[arg(long, default_value_t = DEFAULT_KILL_GRACE.as_secs_f64())]
         grace: f64,
         #[arg(long)]
@@ -153,10 +153,10 @@ struct SpawnArgs {
     /// Set a variable for CMD (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
-    /// Terminal rows while nobody is attached.
+    /// Terminal rows while nobody is attached (1 to 1000).
     #[arg(long, default_value_t = 24)]
     rows: u16,
-    /// Terminal columns while nobody is attached.
+    /// Terminal columns while nobody is attached (1 to 1000).
     #[arg(long, default_value_t = 80)]
     cols: u16,
     /// Record the session (output, input, resizes) as asciicast v2 to FILE,
@@ -349,8 +349,8 @@ fn send(name: &str, keys: bool, text: &[String]) -> anyhow::Result<i32> {
 }
 
 fn kill(name: &str, grace: f64, json: bool) -> anyhow::Result<i32> {
+    let grace_ms = kill_grace(grace)?.as_millis() as u64;
     let (mut client, record) = connect(name)?;
-    let grace_ms = (grace.max(0.0) * 1000.0) as u64;
     let info = match client.request(Request::Kill { grace_ms })? {
         Response::Exited(info) => info,
         other => bail!("unexpected reply to kill: {other:?}"),
@@ -369,6 +369,7 @@ fn kill(name: &str, grace: f64, json: bool) -> anyhow::Result<i32> {
 
 fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
     let name = SessionName::parse(name)?;
+    let (rows, cols) = size::checked(spawn.rows, spawn.cols)?;
     let cwd = match spawn.cwd {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -401,8 +402,8 @@ fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
             cwd,
             env,
             env_remove: Vec::new(),
-            rows: spawn.rows,
-            cols: spawn.cols,
+            rows,
+            cols,
             record: spawn.record.map(super::absolute),
         },
         command_line,

@@ -6,17 +6,12 @@ use agent_comms_core::time::unix_millis;
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
     let registry = agent_comms_adapters::registry();
-    let problems: Vec<String> = registry
-        .diagnostics()
-        .iter()
-        .map(|d| d.to_string())
-        .collect();
     // A store that is not the user's alone is refused by every command, so
     // it is the finding, and nothing in it is examined.
     let mut findings = store_findings(&store_path());
     if findings.is_empty() {
         let store = open_store()?;
-        findings = examine(&store, &host_id()?, unix_millis(), &problems)?;
+        findings = examine(&store, &host_id()?, unix_millis(), registry.diagnostics())?;
     }
     findings.extend(version_findings(registry.entries()));
     if json {

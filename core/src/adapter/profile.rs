@@ -18,6 +18,8 @@ use super::Activity;
 
 /// The schema this build reads.
 pub const SCHEMA: u32 = 1;
+/// The most programs one profile may claim.
+pub const MAX_COMMANDS: usize = 64;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[error("{file}:{line}:{column}: {message}")]
@@ -184,6 +186,9 @@ pub struct Input {
     /// the cursor's row is the input line.
     #[serde(default)]
     pub line: Option<InputLine>,
+    /// How a delivery that failed after typing removes what it typed.
+    #[serde(default)]
+    pub clear: Clear,
 }
 
 impl Default for Input {
@@ -193,6 +198,7 @@ impl Default for Input {
             enter: default_enter(),
             enter_delay_ms: default_enter_delay(),
             line: None,
+            clear: Clear::default(),
         }
     }
 }
@@ -219,6 +225,32 @@ fn default_enter() -> String {
 }
 fn default_enter_delay() -> u64 {
     100
+}
+
+/// How to remove typed text from the input line (`[input] clear`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clear {
+    /// One Backspace (DEL) per character typed, and one per Enter pressed
+    /// (an Enter a composer took for a newline): what nearly every line
+    /// editor understands.
+    #[default]
+    Backspaces,
+    /// Ctrl-U: the line editor's "kill the line" (readline, most TUIs).
+    CtrlU,
+    /// The program offers no way: a failure says what was left.
+    None,
+}
+
+impl Clear {
+    /// The keys that remove `chars` typed characters and `enters` Enters.
+    pub fn keys(self, chars: usize, enters: usize) -> Vec<u8> {
+        match self {
+            Self::Backspaces => vec![0x7f; chars + enters],
+            Self::CtrlU => vec![0x15],
+            Self::None => Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -393,6 +425,17 @@ impl Profile {
             return Err(source.error(
                 text.find("commands").unwrap_or(0),
                 "commands: list at least one program this profile claims".into(),
+            ));
+        }
+        if self.commands.len() > MAX_COMMANDS {
+            // Every command looks its adapter up through every claim: a
+            // bound keeps that lookup fast.
+            return Err(source.error(
+                text.find("commands").unwrap_or(0),
+                format!(
+                    "commands: {} programs, over the limit of {MAX_COMMANDS} a profile may claim",
+                    self.commands.len()
+                ),
             ));
         }
         if let Some(detect) = &self.detect {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::profile::{Profile, ProfileError};
 use super::Form;
+use crate::regular_file::{self, MAX_PROFILE_BYTES};
 
 /// Where a profile was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,13 +128,13 @@ impl AdapterRegistry {
         ] {
             for path in dir.map(toml_files).unwrap_or_default() {
                 let shown = path.display().to_string();
-                match std::fs::read_to_string(&path) {
+                match regular_file::read_text(&path, MAX_PROFILE_BYTES, "a profile") {
                     Ok(text) => registry.add(make(path), &shown, &text),
                     Err(e) => registry.diagnostics.push(ProfileError {
                         file: shown,
                         line: 1,
                         column: 1,
-                        message: format!("cannot read: {e}"),
+                        message: e.to_string(),
                     }),
                 }
             }

@@ -12,6 +12,9 @@ pub const OUTPUT_LIMIT: usize = 4 << 20;
 /// Buffers are cut back to [`OUTPUT_LIMIT`] when they pass this: at most a
 /// quarter more is held, and each cut moves 4 MiB per MiB of new output.
 const TRIM_AT: usize = OUTPUT_LIMIT + OUTPUT_LIMIT / 4;
+/// How far into a cut tail a line break is looked for to start the kept
+/// text at: lines longer than this are kept cut.
+const LINE_SEEK: usize = 4096;
 
 #[derive(Default)]
 pub struct OutputBuffer {
@@ -45,19 +48,37 @@ impl OutputBuffer {
     }
 
     /// The text: lossy UTF-8, final line break removed, and a first line that
-    /// says how many bytes were left out when the limit was hit.
+    /// says how many bytes were left out when the limit was hit. The note's
+    /// count and the kept bytes add up to the whole output (less that final
+    /// line break): what the note does not count is there.
     pub fn finish(mut self) -> String {
         self.trim();
         if self.bytes.last() == Some(&b'\n') {
             self.bytes.pop();
         }
-        let text = String::from_utf8_lossy(&self.bytes);
         if self.dropped == 0 {
-            return text.into_owned();
+            return String::from_utf8_lossy(&self.bytes).into_owned();
         }
-        // Start at a line boundary so no line is shown cut in half.
-        let text = text.split_once('\n').map_or(&*text, |(_, rest)| rest);
-        format!("{}\n{text}", omitted(self.dropped))
+        let start = kept_start(&self.bytes);
+        let text = String::from_utf8_lossy(&self.bytes[start..]);
+        format!("{}\n{text}", omitted(self.dropped + start))
+    }
+}
+
+/// How far into a cut tail the kept text starts: after the first line break
+/// when one is near (no line shown cut in half), else at the first whole
+/// character, so that a long line keeps its tail (a 5 MB line once kept
+/// nothing of it, under a note that said 4 MB were kept).
+fn kept_start(tail: &[u8]) -> usize {
+    let near = &tail[..tail.len().min(LINE_SEEK)];
+    match near.iter().position(|&b| b == b'\n') {
+        Some(i) => i + 1,
+        // UTF-8 continuation bytes are 0b10xx_xxxx.
+        None => tail
+            .iter()
+            .take(3)
+            .take_while(|&&b| b & 0xC0 == 0x80)
+            .count(),
     }
 }
 
@@ -151,6 +172,32 @@ mod tests {
         assert!(out.starts_with("[agent-comms: "));
         assert!(out.ends_with("\nlast line"));
         assert!(out.len() <= OUTPUT_LIMIT + 100);
+    }
+
+    /// The note's count plus the kept bytes (and the final line break) is
+    /// everything pushed, for short lines, one long line and a cut through
+    /// a character.
+    #[test]
+    fn the_note_counts_exactly_what_is_not_kept() {
+        let long = format!("{}\nEND\n", "x".repeat(5_000_000));
+        let short = format!("{}END\n", "0123456789\n".repeat(500_000));
+        let wide = format!("{}\nEND\n", "é".repeat(2_500_001));
+        for (total, chunk) in [(&long, 65536), (&short, 4000), (&wide, 1 << 20)] {
+            let mut b = OutputBuffer::default();
+            for piece in total.as_bytes().chunks(chunk) {
+                b.push(piece);
+            }
+            let out = b.finish();
+            let (note, kept) = out.split_once('\n').unwrap();
+            let omitted: usize = note
+                .strip_prefix("[agent-comms: ")
+                .and_then(|n| n.strip_suffix(" earlier bytes of output omitted]"))
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            assert_eq!(omitted + kept.len() + 1, total.len(), "{note}");
+            assert_eq!(kept, &total[omitted..total.len() - 1]);
+            assert!(kept.len() > OUTPUT_LIMIT - LINE_SEEK, "{}", kept.len());
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::io::{Read, Write};
 
 use super::{Client, ClientError};
+use crate::pty::size::clamped;
 use crate::socket::codec::{encode, Frame, Message};
 use crate::socket::protocol::{Event, ExitInfo, Request, Response, StreamMode};
 use crate::socket::ClientStream;
@@ -40,7 +41,7 @@ pub fn stream(
     // First, so that a platform without a second handle (Windows) fails
     // before the terminal or the session is touched.
     let writer = client.try_clone_stream()?;
-    let size = terminal_size();
+    let size = terminal_size().map(|(rows, cols)| clamped(rows, cols));
     client.send(Message::Request(Request::Attach {
         mode,
         rows: size.map(|s| s.0),
@@ -119,6 +120,7 @@ fn spawn_keyboard(mut socket: ClientStream, mode: StreamMode, detach_key: u8) {
 /// Follows the terminal's size (SIGWINCH) and tells the session.
 fn spawn_resize_watch(mut socket: ClientStream) {
     crate::os::watch_resizes(move |rows, cols| {
+        let (rows, cols) = clamped(rows, cols);
         let frame = encode(&Frame::new(
             0,
             Message::Request(Request::Resize { rows, cols }),

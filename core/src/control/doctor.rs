@@ -9,7 +9,7 @@ use super::readable::{self, ScreenReading};
 use super::registration::{effective_status, heartbeat_stale, repair_command, INTERACTIVE};
 use super::ControlError;
 use crate::adapter::command::on_path;
-use crate::adapter::profile::Kind;
+use crate::adapter::profile::{Kind, ProfileError};
 use crate::adapter::{version, Entry};
 use crate::socket::ForeignEndpoint;
 use crate::store::{store_problems, RuntimeRecord, RuntimeStatus, Store};
@@ -41,7 +41,7 @@ pub fn examine(
     store: &dyn Store,
     host: &str,
     now: u64,
-    profile_problems: &[String],
+    profile_problems: &[ProfileError],
 ) -> Result<Vec<Finding>, ControlError> {
     let runtimes = store.runtimes()?;
     let mut findings = Vec::new();
@@ -260,18 +260,36 @@ fn stale_attempts(store: &dyn Store, now: u64) -> Result<Vec<Finding>, ControlEr
         .collect())
 }
 
-/// `INVALID_PROFILE`: adapter profiles that did not load.
-fn invalid_profiles(problems: &[String]) -> Vec<Finding> {
+/// `INVALID_PROFILE`: adapter profiles that did not load, each with the
+/// check of its own file (`adapters check` needs a target).
+fn invalid_profiles(problems: &[ProfileError]) -> Vec<Finding> {
     problems
         .iter()
         .map(|problem| Finding {
             code: "INVALID_PROFILE",
             severity: Severity::Error,
             subject: "adapters".into(),
-            message: problem.clone(),
-            repair: Some("agent-comms adapters check".into()),
+            message: problem.to_string(),
+            repair: Some(format!(
+                "fix or remove it, then run: agent-comms adapters check {}",
+                shell_word(&problem.file)
+            )),
         })
         .collect()
+}
+
+/// `word` as one shell word: quoted when it holds anything but the
+/// characters of plain paths.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// Agent adapters whose CLI is installed at a version outside the one(s)

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, Notify};
 
-use super::{validate, DeliveryError, DeliveryOptions, Evidence};
+use super::validate::invisible;
+use super::{validate, DeliveryError, DeliveryOptions, Evidence, Leftover};
 use crate::adapter::profile::{Input, InputStyle};
 use crate::adapter::Activity;
 use crate::time::unix_millis;
@@ -15,6 +16,12 @@ use crate::time::unix_millis;
 const ECHO_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long one Enter may take to show its effect before it is pressed again.
 const SUBMIT_TIMEOUT: Duration = Duration::from_millis(1500);
+/// Once the text is typed, the least time it gets to be entered, whatever
+/// the caller's timeout (which bounds the wait before typing: `--timeout 0`
+/// is "only if ready now", and typing makes a screen busy for a moment).
+const ENTER_WAIT_MIN: Duration = Duration::from_secs(3);
+/// How long the input line may take to show that a take-back worked.
+const CLEAR_TIMEOUT: Duration = Duration::from_millis(1500);
 /// Enter presses before giving up on a submission.
 const MAX_ENTER_PRESSES: u32 = 3;
 /// Re-evaluation period while waiting: the debounce and the keyboard's quiet
@@ -53,6 +60,8 @@ pub struct Observation {
     pub input_rule: bool,
     /// The visible screen, rows joined.
     pub screen: String,
+    /// (rows, cols) of the screen.
+    pub size: (u16, u16),
     pub bracketed_paste: bool,
 }
 
@@ -113,7 +122,7 @@ impl DeliveryCoordinator {
                 .map_err(|_| timeout(opts, "earlier deliveries finished"))?
         };
         let hold = self.wait_ready(term, deadline, opts).await?;
-        let result = self.type_and_submit(term, text, deadline, opts).await;
+        let result = self.type_and_submit(term, text, deadline).await;
         drop(hold);
         drop(turn);
         result
@@ -189,72 +198,97 @@ impl DeliveryCoordinator {
         }
     }
 
+    /// Types the text, waits for its echo, enters it and sees it taken.
+    /// A failure after typing first takes back what was typed (see
+    /// [`Self::take_back`]) and says whether that worked.
     async fn type_and_submit(
         &self,
         term: &dyn Terminal,
         text: &str,
         deadline: Instant,
-        opts: DeliveryOptions,
     ) -> Result<Evidence, DeliveryError> {
-        let input = &self.style.input;
         let before = term.observe();
-        let seen_before = occurrences(&before.screen, text);
-        let paste = input.style == InputStyle::Paste && before.bracketed_paste;
-        let mut bytes = Vec::with_capacity(text.len() + 12);
-        if paste {
-            bytes.extend_from_slice(b"\x1b[200~");
-            bytes.extend_from_slice(text.as_bytes());
-            bytes.extend_from_slice(b"\x1b[201~");
-        } else {
-            bytes.extend_from_slice(text.as_bytes());
+        let needle = echo_needle(text, before.size);
+        let seen_before = occurrences(&before.screen, &needle);
+        let paste = self.style.input.style == InputStyle::Paste && before.bracketed_paste;
+        term.write(typed_bytes(text, paste));
+        let mut enters = 0;
+        let result = self
+            .echo_and_enter(term, &needle, seen_before, deadline, &mut enters)
+            .await;
+        match result {
+            Ok((echoed, entered, presses)) => Ok(Evidence {
+                echoed,
+                entered,
+                submitted: unix_millis(),
+                enter_presses: presses,
+                style: if paste { "paste" } else { "typed" }.into(),
+            }),
+            Err(failure) => {
+                let typed = Typing {
+                    text,
+                    needle: &needle,
+                    seen_before,
+                    enters,
+                };
+                Err(self.take_back(term, typed, failure).await)
+            }
         }
-        term.write(bytes);
+    }
 
+    /// After the text was written: its echo, idle, then Enter until the
+    /// submission shows. Returns when it echoed, when Enter was first
+    /// pressed, and how many presses it took; counts the presses in
+    /// `enters` as they happen.
+    async fn echo_and_enter(
+        &self,
+        term: &dyn Terminal,
+        needle: &str,
+        seen_before: usize,
+        deadline: Instant,
+        enters: &mut usize,
+    ) -> Result<(u64, u64, u32), Failure> {
         let echo_deadline = Instant::now() + ECHO_TIMEOUT;
-        while !echoed(&term.observe(), text, seen_before) {
+        while !echoed(&term.observe(), needle, seen_before) {
             if term.ended() {
-                return Err(DeliveryError::Ended);
+                return Err(Failure::Ended);
             }
             if Instant::now() >= echo_deadline {
-                return Err(DeliveryError::NoEcho(ECHO_TIMEOUT.as_millis() as u64));
+                return Err(Failure::NoEcho);
             }
             self.settle(echo_deadline).await;
         }
         let echoed_at = unix_millis();
-
+        let input = &self.style.input;
         // Some TUIs take an Enter in the same burst as text for part of it.
         tokio::time::sleep(Duration::from_millis(input.enter_delay_ms)).await;
         // A program that went busy on its own meanwhile gets the Enter only
-        // once it is idle again; the text waits in its input line.
-        while term.observe().activity != Activity::Idle {
+        // once it is idle again. The caller's timeout bounds the wait before
+        // typing; typed text gets at least ENTER_WAIT_MIN to be entered.
+        let waiting_since = Instant::now();
+        let enter_deadline = deadline.max(waiting_since + ENTER_WAIT_MIN);
+        while !may_enter(&term.observe(), needle) {
             if term.ended() {
-                return Err(DeliveryError::Ended);
+                return Err(Failure::Ended);
             }
-            if Instant::now() >= deadline {
-                return Err(timeout(
-                    opts,
-                    "idle to press Enter (the text waits in the input line)",
-                ));
+            if Instant::now() >= enter_deadline {
+                let waited = waiting_since.elapsed().as_millis() as u64;
+                return Err(Failure::NeverIdle(waited.div_ceil(1000)));
             }
-            self.settle(deadline).await;
+            self.settle(enter_deadline).await;
         }
-        let mut entered_at = None;
+        let entered_at = unix_millis();
+        let typed = Typed::seen(&term.observe(), needle);
         for press in 1..=MAX_ENTER_PRESSES {
             term.write(input.enter.as_bytes().to_vec());
-            entered_at.get_or_insert_with(unix_millis);
+            *enters += 1;
             let submit_deadline = Instant::now() + SUBMIT_TIMEOUT;
             loop {
-                if submitted(&term.observe(), text) {
-                    return Ok(Evidence {
-                        echoed: echoed_at,
-                        entered: entered_at.unwrap_or_default(),
-                        submitted: unix_millis(),
-                        enter_presses: press,
-                        style: if paste { "paste" } else { "typed" }.into(),
-                    });
+                if typed.submitted(&term.observe(), needle) {
+                    return Ok((echoed_at, entered_at, press));
                 }
                 if term.ended() {
-                    return Err(DeliveryError::Ended);
+                    return Err(Failure::Ended);
                 }
                 if Instant::now() >= submit_deadline {
                     break;
@@ -262,7 +296,68 @@ impl DeliveryCoordinator {
                 self.settle(submit_deadline).await;
             }
         }
-        Err(DeliveryError::NotSubmitted(MAX_ENTER_PRESSES))
+        Err(Failure::NotSubmitted)
+    }
+
+    /// Removes what a failed delivery typed, in the adapter's way, and
+    /// turns the failure into its error, which says whether the input line
+    /// is clean again or what was left there.
+    async fn take_back(
+        &self,
+        term: &dyn Terminal,
+        typed: Typing<'_>,
+        failure: Failure,
+    ) -> DeliveryError {
+        if failure == Failure::Ended {
+            return DeliveryError::Ended;
+        }
+        let keys = self
+            .style
+            .input
+            .clear
+            .keys(typed.text.chars().count(), typed.enters);
+        let removed = !keys.is_empty() && {
+            term.write(keys);
+            self.cleared(term, &typed).await
+        };
+        let left = if removed {
+            Leftover::Removed
+        } else {
+            Leftover::Left {
+                session: self.style.session.clone(),
+            }
+        };
+        match failure {
+            Failure::NoEcho => DeliveryError::NoEcho {
+                ms: ECHO_TIMEOUT.as_millis() as u64,
+                left,
+            },
+            Failure::NeverIdle(secs) => DeliveryError::NeverIdle { secs, left },
+            Failure::NotSubmitted => DeliveryError::NotSubmitted {
+                presses: MAX_ENTER_PRESSES,
+                left,
+            },
+            Failure::Ended => DeliveryError::Ended,
+        }
+    }
+
+    /// Whether, within [`CLEAR_TIMEOUT`], the input line no longer shows
+    /// the text's end and the screen shows the text no more often than
+    /// before it was typed.
+    async fn cleared(&self, term: &dyn Terminal, typed: &Typing<'_>) -> bool {
+        let deadline = Instant::now() + CLEAR_TIMEOUT;
+        loop {
+            let seen = term.observe();
+            if !holds_tail(&seen, typed.needle)
+                && occurrences(&seen.screen, typed.needle) <= typed.seen_before
+            {
+                return true;
+            }
+            if Instant::now() >= deadline || term.ended() {
+                return false;
+            }
+            self.settle(deadline).await;
+        }
     }
 
     /// Until the screen changes, a key is pressed, or a tick passes.
@@ -277,6 +372,26 @@ fn timeout(opts: DeliveryOptions, waiting: &str) -> DeliveryError {
         secs: opts.timeout_ms.div_ceil(1000),
         waiting: waiting.to_owned(),
     }
+}
+
+/// What a delivery typed, for taking it back.
+struct Typing<'a> {
+    text: &'a str,
+    needle: &'a str,
+    /// Times the needle showed on the screen before the typing.
+    seen_before: usize,
+    /// Enter presses after it.
+    enters: usize,
+}
+
+/// How a delivery failed once its text was typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    NoEcho,
+    /// Never idle to press Enter, after this many seconds.
+    NeverIdle(u64),
+    NotSubmitted,
+    Ended,
 }
 
 /// Holds a person's keystrokes back for as long as it lives.
@@ -299,42 +414,102 @@ impl Drop for KeyboardHold<'_> {
 /// indent and pad lines, and draw a border at the start of every row of an
 /// input box (opencode's `┃`), also inside wrapped text.
 fn normalize(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_whitespace() && !('\u{2500}'..='\u{257F}').contains(c))
-        .collect()
+    text.chars().filter(|&c| !invisible(c)).collect()
 }
 
-fn occurrences(screen: &str, text: &str) -> usize {
-    let needle = normalize(text);
-    normalize(screen).matches(needle.as_str()).count()
+/// How often the (normalized) `needle` shows on the screen.
+fn occurrences(screen: &str, needle: &str) -> usize {
+    normalize(screen).matches(needle).count()
 }
 
-/// The whole text is on the screen once more than before, or in the input
+/// What of the text the echo check looks for: all of it (normalized) when
+/// it fits on a screen of `size`, else its end, as much of it as surely
+/// fits — an eighth of the screen's cells, which leaves room for the
+/// program's own rows, wide characters and the spaces normalizing drops.
+/// A text of 4,096 bytes did not fit whole on 80 × 24 and never "echoed".
+fn echo_needle(text: &str, (rows, cols): (u16, u16)) -> String {
+    let fits = (usize::from(rows) * usize::from(cols) / 8).max(TAIL_CHARS);
+    last_chars(&normalize(text), fits)
+}
+
+fn last_chars(text: &str, n: usize) -> String {
+    let skip = text.chars().count().saturating_sub(n);
+    text.chars().skip(skip).collect()
+}
+
+fn typed_bytes(text: &str, paste: bool) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(text.len() + 12);
+    if paste {
+        bytes.extend_from_slice(b"\x1b[200~");
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.extend_from_slice(b"\x1b[201~");
+    } else {
+        bytes.extend_from_slice(text.as_bytes());
+    }
+    bytes
+}
+
+/// The needle is on the screen once more than before, or in the input
 /// line.
-fn echoed(o: &Observation, text: &str, seen_before: usize) -> bool {
-    let needle = normalize(text);
-    occurrences(&o.screen, text) > seen_before
+fn echoed(o: &Observation, needle: &str, seen_before: usize) -> bool {
+    occurrences(&o.screen, needle) > seen_before
         || o.input
             .as_ref()
-            .is_some_and(|i| normalize(i).contains(&needle))
+            .is_some_and(|i| normalize(i).contains(needle))
 }
 
-/// The input line no longer ends with the text, or the program went busy.
-fn submitted(o: &Observation, text: &str) -> bool {
-    if o.raw == Activity::Busy {
-        return true;
+/// Whether Enter may be pressed on the typed text: the program reads idle,
+/// or reads neither busy nor idle only because the text covers the rows
+/// the adapter reads (a text taller than the screen pushes a composer's
+/// prompt off it) — it was idle when the typing began.
+fn may_enter(o: &Observation, needle: &str) -> bool {
+    match o.activity {
+        Activity::Idle => true,
+        Activity::Unknown => o.raw != Activity::Busy && normalize(&o.screen).contains(needle),
+        Activity::Busy => false,
     }
-    let needle = normalize(text);
-    let tail: String = {
-        let chars: Vec<char> = needle.chars().collect();
-        chars[chars.len().saturating_sub(TAIL_CHARS)..]
-            .iter()
-            .collect()
-    };
-    match &o.input {
-        Some(line) => !normalize(line).contains(&tail),
-        // The input line is gone: the program moved on to show the turn.
-        None => true,
+}
+
+/// Whether the input line still shows the needle's last [`TAIL_CHARS`].
+fn holds_tail(o: &Observation, needle: &str) -> bool {
+    let tail = last_chars(needle, TAIL_CHARS);
+    // No input line visible: the program moved on (to show the turn).
+    o.input
+        .as_ref()
+        .is_some_and(|line| normalize(line).contains(&tail))
+}
+
+/// How the typed text showed just before Enter: what a submission changes.
+struct Typed {
+    /// The input line showed the text's end (a long text wraps past the
+    /// rows an input line is read from, or pushes it off the screen).
+    in_input_line: bool,
+    /// Times the needle showed on the screen.
+    on_screen: usize,
+    /// What the input line showed (its first rows, when the text wraps).
+    input: Option<String>,
+}
+
+impl Typed {
+    fn seen(o: &Observation, needle: &str) -> Self {
+        Self {
+            in_input_line: holds_tail(o, needle),
+            on_screen: occurrences(&o.screen, needle),
+            input: o.input.clone(),
+        }
+    }
+
+    /// The program went busy; or the input line that showed the text's end
+    /// no longer does; or, when it never showed it, the input line or the
+    /// number of times the screen shows the text changed.
+    fn submitted(&self, o: &Observation, needle: &str) -> bool {
+        if o.raw == Activity::Busy {
+            return true;
+        }
+        if self.in_input_line {
+            return !holds_tail(o, needle);
+        }
+        o.input != self.input || occurrences(&o.screen, needle) != self.on_screen
     }
 }
 
@@ -347,7 +522,18 @@ mod tests {
         let screen = "  ┃  [agent-comms] message inv_1 from bob; read it with: agent-\n  ┃  comms message show inv_1\n  ┃";
         let text =
             "[agent-comms] message inv_1 from bob; read it with: agent-comms message show inv_1";
-        assert_eq!(occurrences(screen, text), 1);
-        assert_eq!(occurrences("❯ hello  world", "hello world"), 1);
+        assert_eq!(occurrences(screen, &normalize(text)), 1);
+        assert_eq!(occurrences("❯ hello  world", &normalize("hello world")), 1);
+    }
+
+    #[test]
+    fn a_text_longer_than_the_screen_is_checked_by_its_end() {
+        let text = format!("{}end", "w ".repeat(2000));
+        let needle = echo_needle(&text, (24, 80));
+        assert_eq!(needle.chars().count(), 24 * 80 / 8);
+        assert!(needle.ends_with("wwend"), "{needle}");
+        assert_eq!(echo_needle("short  text", (24, 80)), "shorttext");
+        // A tiny screen still compares a recognisable end.
+        assert_eq!(echo_needle(&text, (2, 10)).chars().count(), TAIL_CHARS);
     }
 }

@@ -34,6 +34,29 @@ pub struct Evidence {
     pub style: String,
 }
 
+/// What a delivery that failed after typing left in the input line: the
+/// next delivery (or a person) must not find half a message there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leftover {
+    /// Removed in the adapter's way (`[input] clear`), and the input line
+    /// showed it gone.
+    Removed,
+    /// Still there, or not known to be gone.
+    Left { session: String },
+}
+
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Removed => write!(f, "what was typed was removed from the input line"),
+            Self::Left { session } => write!(
+                f,
+                "the text may still be in the input line of session {session}: look and clear it with: agent-comms session attach {session}"
+            ),
+        }
+    }
+}
+
 /// How long to wait, and whether to wait at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryOptions {
@@ -62,10 +85,12 @@ pub enum DeliveryError {
         session: String,
         adapter: String,
     },
-    #[error("the text did not show on the screen within {0} ms after it was written, so Enter was not pressed; look at the session (agent-comms session attach) and clear its input line")]
-    NoEcho(u64),
-    #[error("Enter was pressed {0} times and the input line still holds the text; look at the session (agent-comms session attach)")]
-    NotSubmitted(u32),
+    #[error("the text did not show on the screen within {ms} ms after it was written, so Enter was not pressed; {left}")]
+    NoEcho { ms: u64, left: Leftover },
+    #[error("the program did not turn idle within {secs} s after the text was typed, so Enter was not pressed; {left}")]
+    NeverIdle { secs: u64, left: Leftover },
+    #[error("Enter was pressed {presses} times and the input line still held the text; {left}")]
+    NotSubmitted { presses: u32, left: Leftover },
     #[error("the session ended before the delivery finished")]
     Ended,
     #[error("this session runs cells, which type for themselves; use: k run")]

@@ -14,6 +14,8 @@ pub const MAX_TEXT_BYTES: usize = 4096;
 pub enum InvalidText {
     #[error("the text is empty; give the message to deliver")]
     Empty,
+    #[error("the text is blank (only spaces, zero-width or box-drawing characters); give the message to deliver")]
+    Blank,
     #[error("the text is {0} bytes; the limit is {MAX_TEXT_BYTES}: send a short note and put the rest in a file")]
     TooLong(usize),
     #[error("the text is not valid UTF-8 (at byte {0}); send UTF-8 text")]
@@ -32,7 +34,7 @@ pub fn validate_bytes(bytes: &[u8]) -> Result<&str, InvalidText> {
 }
 
 /// Checks text: not empty, bounded, no CR/LF, no C0 or C1 control
-/// characters (ESC, NUL, BEL, DEL …).
+/// characters (ESC, NUL, BEL, DEL …), not blank.
 pub fn validate(text: &str) -> Result<(), InvalidText> {
     if text.is_empty() {
         return Err(InvalidText::Empty);
@@ -52,7 +54,21 @@ pub fn validate(text: &str) -> Result<(), InvalidText> {
             _ => {}
         }
     }
+    // Nothing of it would show, so nothing could prove it echoed or was
+    // submitted; and its Enter would still run (bash ran an NBSP).
+    if text.chars().all(invisible) {
+        return Err(InvalidText::Blank);
+    }
     Ok(())
+}
+
+/// Characters the echo check leaves out: whitespace of any kind (NBSP and
+/// the ideographic space included), zero-width characters, and the
+/// box-drawing characters TUIs draw around and inside input boxes.
+pub fn invisible(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
+        || ('\u{2500}'..='\u{257F}').contains(&c)
 }
 
 #[cfg(test)]
@@ -87,6 +103,10 @@ mod tests {
             Err(InvalidText::Control { .. })
         ));
         assert_eq!(validate(""), Err(InvalidText::Empty));
+        for blank in [" ", "\u{a0}", "\u{a0} \u{3000}", "\u{200b}\u{2003}", "──"] {
+            assert_eq!(validate(blank), Err(InvalidText::Blank), "{blank:?}");
+        }
+        assert!(validate(" \u{a0}x ").is_ok());
         assert_eq!(
             validate(&"x".repeat(MAX_TEXT_BYTES + 1)),
             Err(InvalidText::TooLong(MAX_TEXT_BYTES + 1))

@@ -29,6 +29,7 @@ use self::host::State;
 use self::reads::ReadAllowlist;
 use super::{ConversationRef, PluginError, PluginHooks, PluginInfo};
 use crate::adapter::{Activity, ScreenView};
+use crate::regular_file::MAX_PLUGIN_BYTES;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -104,8 +105,8 @@ impl WasmPlugin {
             name: shown.clone(),
             message,
         })?;
-        let bytes =
-            std::fs::read(path).map_err(|e| not_a_plugin(format!("cannot read it: {e}")))?;
+        let bytes = crate::regular_file::read(path, MAX_PLUGIN_BYTES, "a Wasm plugin")
+            .map_err(|e| not_a_plugin(e.to_string()))?;
         check_header(&bytes).map_err(not_a_plugin)?;
         let (component, cache, cache_file) = cache::load(&runtime.engine, &bytes, cache_dir)
             .map_err(|e| not_a_plugin(format!("{e:#}")))?;

@@ -7,6 +7,7 @@
 //! must never stall the supervisor's event loop.
 
 pub mod cast;
+pub mod size;
 // Signals, process groups and polling differ: one file per platform.
 #[cfg(unix)]
 mod unix;
@@ -40,6 +41,8 @@ pub enum PtyError {
     BadCwd(String),
     #[error("cannot write the recording {path}: {reason}")]
     Record { path: String, reason: String },
+    #[error(transparent)]
+    Size(#[from] size::SizeError),
     #[error("the pseudo-terminal is gone: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -101,6 +104,7 @@ impl PtyProcess {
         if !spec.cwd.is_dir() {
             return Err(PtyError::BadCwd(spec.cwd.display().to_string()));
         }
+        size::checked(spec.rows, spec.cols)?;
         let recorder = start_recording(spec)?;
         let pair = sys::open(size(spec.rows, spec.cols))?;
         let child = pair

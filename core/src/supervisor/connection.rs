@@ -6,8 +6,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::limits::{Inbound, Refusal};
-use super::{sleep_until, SessionHandle, Shared};
+use super::{sleep_until, SessionHandle, Shared, MAX_KILL_GRACE};
 use crate::delivery::{DeliveryError, DeliveryOptions};
+use crate::pty::size::SizeError;
 use crate::socket::codec::{encode, Frame, Message};
 use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
 use crate::socket::{check_peer, split, ReadHalf, Stream, WriteHalf};
@@ -128,14 +129,18 @@ impl Connection {
                 }
             };
             match request {
-                Request::Attach { mode, rows, cols } => {
-                    return self.stream(id, mode, rows, cols).await
-                }
+                Request::Attach { mode, rows, cols } => match attach_size(mode, rows, cols) {
+                    Ok(size) => return self.stream(id, mode, size).await,
+                    Err(e) => {
+                        let message = e.to_string();
+                        self.reply(id, Response::Error { message }).await?;
+                    }
+                },
                 Request::Kill { grace_ms } => {
                     let _ = self
                         .shared
                         .terminate
-                        .send(std::time::Duration::from_millis(grace_ms));
+                        .send(std::time::Duration::from_millis(grace_ms).min(MAX_KILL_GRACE));
                     let info = self.wait_exit().await;
                     self.reply(id, Response::Exited(info)).await?;
                 }
@@ -264,10 +269,12 @@ impl Connection {
                 state.pty.write(data.into_bytes());
                 Response::Ok
             }
-            Request::Resize { rows, cols } => {
-                state.resize(rows, cols);
-                Response::Ok
-            }
+            Request::Resize { rows, cols } => match state.resize(rows, cols) {
+                Ok(()) => Response::Ok,
+                Err(e) => Response::Error {
+                    message: e.to_string(),
+                },
+            },
             Request::CellRun {
                 code, timeout_ms, ..
             } => match state.cells_mut() {
@@ -325,14 +332,14 @@ impl Connection {
         &mut self,
         id: u32,
         mode: StreamMode,
-        rows: Option<u16>,
-        cols: Option<u16>,
+        size: Option<(u16, u16)>,
     ) -> Result<(), Closed> {
         let interactive = mode == StreamMode::Interactive;
         let (mut output, redraw) = {
             let mut state = self.shared.lock();
-            if let (true, Some(r), Some(c)) = (interactive, rows, cols) {
-                state.resize(r, c);
+            if let Some((rows, cols)) = size {
+                // Checked by attach_size: cannot fail.
+                let _ = state.resize(rows, cols);
             }
             state.client_joined(interactive);
             // Subscribe and take the redraw under one lock: no byte is lost
@@ -398,21 +405,26 @@ impl Connection {
                 Ok(None) => return Ok(()),
                 Err(refusal) => return Err(self.refused(id, refusal).await),
             };
-            let mut state = self.shared.lock();
-            match frame.message {
-                Message::Input(bytes) if interactive => {
-                    state.keys_from_person(&bytes);
-                    self.shared.changed.notify_waiters();
+            // The lock is released before the refusal (if any) is sent.
+            let refusal = {
+                let mut state = self.shared.lock();
+                match frame.message {
+                    Message::Input(bytes) if interactive => {
+                        state.keys_from_person(&bytes);
+                        self.shared.changed.notify_waiters();
+                        None
+                    }
+                    Message::Request(Request::Resize { rows, cols }) if interactive => {
+                        state.resize(rows, cols).err().map(|e| e.to_string())
+                    }
+                    other => Some(format!(
+                        "{} frames are not accepted on this stream",
+                        kind_of(&other)
+                    )),
                 }
-                Message::Request(Request::Resize { rows, cols }) if interactive => {
-                    state.resize(rows, cols)
-                }
-                other => {
-                    drop(state);
-                    let message =
-                        format!("{} frames are not accepted on this stream", kind_of(&other));
-                    self.reply(frame.id, Response::Error { message }).await?;
-                }
+            };
+            if let Some(message) = refusal {
+                self.reply(frame.id, Response::Error { message }).await?;
             }
         }
     }
@@ -456,6 +468,21 @@ async fn exited(exit: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> Ex
     match exit.wait_for(Option::is_some).await {
         Ok(info) => info.clone().unwrap_or(unknown),
         Err(_) => unknown,
+    }
+}
+
+/// The size an attach asks for, checked: only an interactive client's
+/// terminal sets the session's size.
+fn attach_size(
+    mode: StreamMode,
+    rows: Option<u16>,
+    cols: Option<u16>,
+) -> Result<Option<(u16, u16)>, SizeError> {
+    match (mode, rows, cols) {
+        (StreamMode::Interactive, Some(rows), Some(cols)) => {
+            crate::pty::size::checked(rows, cols).map(Some)
+        }
+        _ => Ok(None),
     }
 }
 

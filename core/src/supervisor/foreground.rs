@@ -9,6 +9,7 @@
 use std::io::{Read, Write};
 
 use super::{runtime, SessionHandle, Supervisor, SupervisorConfig, SupervisorError};
+use crate::pty::size::clamped;
 use crate::socket::protocol::ExitInfo;
 // Raw mode is termios on Unix and console modes on Windows.
 pub use crate::os::{terminal_size, RawModeGuard};
@@ -23,8 +24,7 @@ pub fn run_foreground(
     beside: impl FnOnce(SessionHandle),
 ) -> Result<ExitInfo, SupervisorError> {
     if let Some((rows, cols)) = terminal_size() {
-        config.spawn.rows = rows;
-        config.spawn.cols = cols;
+        (config.spawn.rows, config.spawn.cols) = clamped(rows, cols);
     }
     if let Some(banner) = banner {
         eprintln!("{banner}");
@@ -69,7 +69,8 @@ pub fn run_foreground(
             };
             while winch.recv().await.is_some() {
                 if let Some((rows, cols)) = terminal_size() {
-                    resize.lock().resize(rows, cols);
+                    let (rows, cols) = clamped(rows, cols);
+                    let _ = resize.lock().resize(rows, cols);
                 }
             }
         });

@@ -31,6 +31,7 @@ use crate::adapter::ScreenView;
 use crate::cells::{CellEngine, CellsConfig, EngineNote};
 use crate::delivery::{DeliveryCoordinator, DeliveryStyle};
 use crate::paths::ensure_runtime_root;
+use crate::pty::size::SizeError;
 use crate::pty::{PtyEvent, PtyProcess, SpawnSpec};
 use crate::screen::ScreenModel;
 use crate::session::{Liveness, Registry, SessionKind, SessionName, SessionPaths, SessionRecord};
@@ -42,6 +43,23 @@ use signals::TerminationSignals;
 
 /// How long a child may take to exit after SIGHUP/SIGTERM before SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
+/// The longest grace period a kill may ask for: a bound, so that no
+/// request (a typo, `inf`, a raw client) keeps a session ending forever.
+pub const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--grace {0} is not a grace period; give 0 to {max} seconds", max = MAX_KILL_GRACE.as_secs())]
+pub struct GraceError(pub String);
+
+/// A grace period given in seconds (`--grace`): finite, 0 to
+/// [`MAX_KILL_GRACE`]. `inf` waited forever and `nan` killed at once.
+pub fn kill_grace(seconds: f64) -> Result<Duration, GraceError> {
+    if (0.0..=MAX_KILL_GRACE.as_secs_f64()).contains(&seconds) {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(GraceError(seconds.to_string()))
+    }
+}
 /// After the child exits, how long to wait for output still in the PTY.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// Output chunks buffered for each attached client before it counts as
@@ -165,14 +183,17 @@ impl State {
         self.model.set_answer_queries(answer);
     }
 
-    pub fn resize(&mut self, rows: u16, cols: u16) {
-        if rows == 0 || cols == 0 || (rows, cols) == (self.info.rows, self.info.cols) {
-            return;
+    /// Resizes the PTY and the screen model; a size out of bounds (see
+    /// [`crate::pty::size`]) changes nothing.
+    pub fn resize(&mut self, rows: u16, cols: u16) -> Result<(), SizeError> {
+        let (rows, cols) = crate::pty::size::checked(rows, cols)?;
+        if (rows, cols) != (self.info.rows, self.info.cols) {
+            let _ = self.pty.resize(rows, cols);
+            self.model.resize(rows, cols);
+            self.info.rows = rows;
+            self.info.cols = cols;
         }
-        let _ = self.pty.resize(rows, cols);
-        self.model.resize(rows, cols);
-        self.info.rows = rows;
-        self.info.cols = cols;
+        Ok(())
     }
 
     /// The cell engine, or the error a request for cells gets in a session

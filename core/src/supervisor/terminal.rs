@@ -40,6 +40,7 @@ impl Terminal for Shared {
             input,
             input_rule: state.input_rule,
             screen: lines.join("\n"),
+            size: state.model.size(),
             bracketed_paste: state.model.bracketed_paste(),
         }
     }

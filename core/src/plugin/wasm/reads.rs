@@ -9,7 +9,6 @@
 //! so neither `..` nor a symlink leads out of what the profile declared.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 /// Larger files are refused: a plugin call has a deadline and a memory cap.
@@ -61,18 +60,9 @@ impl ReadAllowlist {
                 "{requested}: a link to a file outside the adapter's plugin_reads"
             ));
         }
-        let file = fs::File::open(&real).map_err(|e| format!("{requested}: {e}"))?;
-        let mut text = String::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{requested}: {e}"))?;
-        if text.len() as u64 > MAX_FILE_BYTES {
-            return Err(format!(
-                "{requested}: larger than {} MiB",
-                MAX_FILE_BYTES >> 20
-            ));
-        }
-        Ok(text)
+        // A FIFO among the allowed files must not hang the plugin's call.
+        crate::regular_file::read_text(&real, MAX_FILE_BYTES, "a file a plugin reads")
+            .map_err(|e| format!("{requested}: {e}"))
     }
 
     fn allows(&self, path: &Path) -> bool {
