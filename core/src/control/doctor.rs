@@ -3,16 +3,23 @@
 //! repair (reconfiguring a runtime, redelivering a message) is a decision a
 //! person should see being made.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
+use super::messages::notification;
 use super::readable::{self, ScreenReading};
 use super::registration::{effective_status, heartbeat_stale, repair_command, INTERACTIVE};
 use super::ControlError;
 use crate::adapter::command::on_path;
 use crate::adapter::profile::Kind;
 use crate::adapter::{version, Entry};
+use crate::ids::Id;
 use crate::socket::is_dialable;
-use crate::store::{RuntimeRecord, RuntimeStatus, Store};
+use crate::store::{
+    Attempt, AttemptOutcome, Invocation, InvocationFilter, InvocationStatus, RuntimeRecord,
+    RuntimeStatus, Store, MAX_FAILED_ATTEMPTS,
+};
 use crate::time::iso_from_unix_millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +64,7 @@ pub fn examine(
     }
     findings.extend(ambiguous_runtimes(&runtimes, now));
     findings.extend(stale_attempts(store, now)?);
+    findings.extend(waiting_messages(store, &runtimes, now)?);
     findings.extend(invalid_profiles(profile_problems));
     Ok(findings)
 }
@@ -210,6 +218,103 @@ fn stale_attempts(store: &dyn Store, now: u64) -> Result<Vec<Finding>, ControlEr
             repair: Some(format!("agent-comms message redeliver --id {}", a.invocation)),
         })
         .collect())
+}
+
+/// Messages that hold their agent's queue: `INVALID_MESSAGE` for one whose
+/// notification can never be composed (an id an older build stored
+/// unchecked; the inbox fails it when it comes to it), `STUCK_MESSAGE` for
+/// one whose delivery failed and is tried again, or that has waited longer
+/// than [`STUCK_AFTER`] while its agent has a runtime online. Each holds
+/// back every later message to its agent.
+fn waiting_messages(
+    store: &dyn Store,
+    runtimes: &[RuntimeRecord],
+    now: u64,
+) -> Result<Vec<Finding>, ControlError> {
+    let mut findings = Vec::new();
+    for status in [InvocationStatus::Pending, InvocationStatus::Unavailable] {
+        let filter = InvocationFilter {
+            status: Some(status),
+            to: None,
+        };
+        for inv in store.invocations(&filter)? {
+            let cancel = Id::message(&inv.id)
+                .ok()
+                .map(|id| format!("agent-comms message cancel {id}"));
+            if let Err(e) = notification(&inv) {
+                findings.push(Finding {
+                    code: "INVALID_MESSAGE",
+                    severity: Severity::Error,
+                    subject: format!("message {}", inv.id.escape_debug()),
+                    message: format!(
+                        "{status} but it can never be announced ({e}); it is failed, not typed, when agent {}'s runtime comes to it",
+                        inv.to.escape_debug()
+                    ),
+                    repair: cancel,
+                });
+                continue;
+            }
+            if status != InvocationStatus::Pending {
+                continue;
+            }
+            if let Some(finding) = stuck(store, &inv, runtimes, now)? {
+                findings.push(Finding {
+                    repair: cancel,
+                    ..finding
+                });
+            }
+        }
+    }
+    Ok(findings)
+}
+
+/// A PENDING message that has waited longer than this while its agent has
+/// a runtime online is stuck: an idle runtime takes a message in seconds.
+pub const STUCK_AFTER: Duration = Duration::from_secs(600);
+
+/// `STUCK_MESSAGE`, without its repair.
+fn stuck(
+    store: &dyn Store,
+    inv: &Invocation,
+    runtimes: &[RuntimeRecord],
+    now: u64,
+) -> Result<Option<Finding>, ControlError> {
+    let holds = format!(
+        "it holds back every later message to agent {} until it is delivered, given up after {MAX_FAILED_ATTEMPTS} failed attempts, or cancelled",
+        inv.to
+    );
+    let attempts = store.attempts(&inv.id)?;
+    let failed: Vec<&Attempt> = attempts
+        .iter()
+        .filter(|a| a.outcome == AttemptOutcome::Failed)
+        .collect();
+    let message = if let Some(last) = failed.last() {
+        format!(
+            "PENDING after {} failed delivery attempt(s) (the last: {}); {holds}",
+            failed.len(),
+            last.reason.as_deref().unwrap_or("no reason recorded")
+        )
+    } else {
+        let waited = now.saturating_sub(inv.created);
+        let online = runtimes
+            .iter()
+            .find(|r| r.agent == inv.to && effective_status(r, now).0 == RuntimeStatus::Online);
+        match online {
+            Some(r) if waited > STUCK_AFTER.as_millis() as u64 => format!(
+                "PENDING for {} min while runtime {} is online; {holds}",
+                waited / 60_000,
+                r.id
+            ),
+            _ => return Ok(None),
+        }
+    };
+    Ok(Some(Finding {
+        code: "STUCK_MESSAGE",
+        severity: Severity::Warning,
+        subject: format!("message {}", inv.id),
+        message,
+        repair: None,
+    }))
 }
 
 /// `INVALID_PROFILE`: adapter profiles that did not load.
