@@ -366,3 +366,60 @@ pub fn version_findings(entries: &[Entry]) -> Vec<Finding> {
     }
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::registration::{configure, Configure};
+    use crate::session::SessionName;
+    use crate::store::{NewInvocation, SqliteStore};
+
+    /// A message that has waited longer than STUCK_AFTER while its agent's
+    /// runtime is online is stuck even without a failed attempt; younger,
+    /// or with the runtime offline, it is not.
+    #[test]
+    fn a_message_waiting_long_while_its_runtime_is_online_is_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let id = SessionName::parse("bob").unwrap();
+        let change = Configure {
+            id: &id,
+            agent: Some("bob"),
+            kind: None,
+            connector: None,
+            max_concurrent: None,
+        };
+        let r = configure(&store, "host1", &change, 1).unwrap();
+        let inv = store
+            .insert_invocation(&NewInvocation {
+                from: "alice",
+                to: "bob",
+                body: "hi",
+                status: InvocationStatus::Pending,
+                reason: None,
+                now: 1,
+            })
+            .unwrap();
+        let stuck_codes = |now: u64| -> Vec<&'static str> {
+            examine(&store, "host1", now, &[])
+                .unwrap()
+                .into_iter()
+                .filter(|f| f.subject == format!("message {}", inv.id))
+                .map(|f| f.code)
+                .collect()
+        };
+        let late = 1 + STUCK_AFTER.as_millis() as u64 + 1;
+        assert!(
+            stuck_codes(late).is_empty(),
+            "offline: nobody could take it"
+        );
+        let online = RuntimeRecord {
+            status: RuntimeStatus::Online,
+            last_heartbeat: Some(late),
+            ..r
+        };
+        store.save_runtime(&online).unwrap();
+        assert!(stuck_codes(late - 2).is_empty(), "not waited long enough");
+        assert_eq!(stuck_codes(late), ["STUCK_MESSAGE"]);
+    }
+}
