@@ -15,6 +15,7 @@ use crate::adapter::command::on_path;
 use crate::adapter::profile::Kind;
 use crate::adapter::{version, Entry};
 use crate::ids::Id;
+use crate::session::runtime_id;
 use crate::socket::is_dialable;
 use crate::store::{
     Attempt, AttemptOutcome, Invocation, InvocationFilter, InvocationStatus, RuntimeRecord,
@@ -53,6 +54,12 @@ pub fn examine(
     let runtimes = store.runtimes()?;
     let mut findings = Vec::new();
     for r in &runtimes {
+        // Every other finding prints a repair command naming the runtime
+        // and its agent: not for ids outside the rule.
+        if let Some(invalid) = invalid_runtime(r) {
+            findings.push(invalid);
+            continue;
+        }
         findings.extend(mismatch(r));
         if let Some(foreign) = foreign_host(r, host) {
             findings.push(foreign);
@@ -71,6 +78,26 @@ pub fn examine(
 
 fn runtime_subject(r: &RuntimeRecord) -> String {
     format!("runtime {}", r.id)
+}
+
+/// `INVALID_RUNTIME`: a runtime record whose id or agent is outside the
+/// id rule (an older build stored it unchecked). Nothing is delivered to
+/// it, and no command is printed with its ids in it.
+fn invalid_runtime(r: &RuntimeRecord) -> Option<Finding> {
+    let problem = match (runtime_id(&r.id), Id::agent(&r.agent)) {
+        (Err(e), _) => e.to_string(),
+        (_, Err(e)) => e.to_string(),
+        _ => return None,
+    };
+    Some(Finding {
+        code: "INVALID_RUNTIME",
+        severity: Severity::Error,
+        subject: format!("runtime {}", r.id.escape_debug()),
+        message: format!(
+            "{problem}; no command can name it, and messages to its agent wait until a runtime with a valid id serves the agent"
+        ),
+        repair: None,
+    })
 }
 
 /// `RUNTIME_MISMATCH`: a record interactive-serve refuses.
@@ -181,6 +208,7 @@ fn ambiguous_runtimes(runtimes: &[RuntimeRecord], now: u64) -> Vec<Finding> {
         let online: Vec<&str> = runtimes
             .iter()
             .filter(|r| r.agent == agent && effective_status(r, now).0 == RuntimeStatus::Online)
+            .filter(|r| invalid_runtime(r).is_none())
             .map(|r| r.id.as_str())
             .collect();
         if online.len() > 1 {
@@ -374,14 +402,8 @@ mod tests {
     use crate::session::SessionName;
     use crate::store::{NewInvocation, SqliteStore};
 
-    /// A message that has waited longer than STUCK_AFTER while its agent's
-    /// runtime is online is stuck even without a failed attempt; younger,
-    /// or with the runtime offline, it is not.
-    #[test]
-    fn a_message_waiting_long_while_its_runtime_is_online_is_stuck() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open_in(dir.path()).unwrap();
-        let id = SessionName::parse("bob").unwrap();
+    fn configured(store: &SqliteStore, id: &str) -> RuntimeRecord {
+        let id = SessionName::parse(id).unwrap();
         let change = Configure {
             id: &id,
             agent: Some("bob"),
@@ -389,7 +411,39 @@ mod tests {
             connector: None,
             max_concurrent: None,
         };
-        let r = configure(&store, "host1", &change, 1).unwrap();
+        configure(store, "host1", &change, 1).unwrap()
+    }
+
+    /// A runtime record an older build stored with ids outside the rule is
+    /// reported once, and no repair command quotes its ids.
+    #[test]
+    fn a_runtime_with_invalid_ids_is_reported_without_a_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let r = configured(&store, "bob");
+        let bad = RuntimeRecord {
+            agent: "bob; rm -rf ~".into(),
+            kind: "OTHER".into(),
+            ..r
+        };
+        store.save_runtime(&bad).unwrap();
+        let findings = examine(&store, "host1", 2, &[]).unwrap();
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].code, "INVALID_RUNTIME");
+        assert!(findings[0]
+            .message
+            .contains("invalid agent id 'bob; rm -rf ~'"));
+        assert_eq!(findings[0].repair, None);
+    }
+
+    /// A message that has waited longer than STUCK_AFTER while its agent's
+    /// runtime is online is stuck even without a failed attempt; younger,
+    /// or with the runtime offline, it is not.
+    #[test]
+    fn a_message_waiting_long_while_its_runtime_is_online_is_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let r = configured(&store, "bob");
         let inv = store
             .insert_invocation(&NewInvocation {
                 from: "alice",
