@@ -547,7 +547,7 @@ fn takes_over(cli: Cli, test: &str) {
     assert!(ok);
     let rt: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(
-        rt["session_id"],
+        rt["conversation_id"],
         old_session.as_str(),
         "[{test}] runtime show: {rt}"
     );

@@ -14,12 +14,12 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use support::raw::{
-    connect, expect_error, frame, read_frame, TAG_INPUT, TAG_OUTPUT, TAG_REQUEST, TAG_RESPONSE,
-};
 use serde_json::Value;
 use support::env::{TestEnv, BASH};
 use support::procs::{pid_alive, wait_gone};
+use support::raw::{
+    connect, expect_error, frame, read_frame, TAG_INPUT, TAG_OUTPUT, TAG_REQUEST, TAG_RESPONSE,
+};
 use support::run::run_bounded;
 use support::TIMEOUT;
 

@@ -11,11 +11,11 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
+use serde_json::Value;
 use support::env::{Record, TestEnv, BASH};
 use support::raw::{connect, expect_error, frame, read_frame, TAG_REQUEST, TAG_RESPONSE};
 use support::run::run_bounded;
 use support::wait_until;
-use serde_json::Value;
 
 /// The documented limits (docs/protocol.md, "Limits").
 const MAX_REQUEST_FRAME: usize = 1 << 20;

@@ -1,6 +1,6 @@
-//! Takeover, session pinning and the collision guard, end to end: an
-//! ordinary provider session (a fake that keeps its session files the way
-//! the real CLI does) runs in its own terminal, and `interactive-serve
+//! Takeover, conversation pinning and the collision guard, end to end: an
+//! ordinary provider process (a fake that keeps its conversation files the
+//! way the real CLI does) runs in its own terminal, and `interactive-serve
 //! --takeover-pid` hands it over from another.
 
 mod support;
@@ -106,8 +106,9 @@ fn runtime(env: &TestEnv, id: &str) -> Value {
     serde_json::from_str(run.stdout.trim()).unwrap()
 }
 
-/// Takes an ordinary session over: afterwards exactly one provider process
-/// runs, with the pinned resume, in the old directory, on the same session.
+/// Takes an ordinary process over: afterwards exactly one provider process
+/// runs, with the pinned resume, in the old directory, on the same
+/// conversation.
 fn takes_over(provider: &str, ordinary_args: &str, cmd: &[&str], pinned: &[&str]) {
     let env = TestEnv::new();
     let mut old = Ordinary::start(&env, provider, "work", ordinary_args, &[]);
@@ -130,7 +131,12 @@ fn takes_over(provider: &str, ordinary_args: &str, cmd: &[&str], pinned: &[&str]
     wait_until("the runtime online", || {
         runtime(&env, "bob")["status"] == "ONLINE"
     });
-    assert_eq!(runtime(&env, "bob")["session_id"], old.session.as_str());
+    let bob = runtime(&env, "bob");
+    assert_eq!(bob["conversation_id"], old.session.as_str());
+    assert_eq!(
+        bob["session_id"], bob["conversation_id"],
+        "the old key, for one release"
+    );
 }
 
 #[test]
@@ -188,7 +194,7 @@ fn a_process_that_is_not_the_provider_is_refused() {
     let pid = sleeper.id().to_string();
     Serve::spawn(&env, "bob", "claude", &["--takeover-pid", &pid], &[])
         .refused("runs sleep, not claude-code");
-    // --force skips that check only; nothing ties a sleep to a session.
+    // --force skips that check only; nothing ties a sleep to a conversation.
     Serve::spawn(
         &env,
         "bob",
@@ -196,7 +202,7 @@ fn a_process_that_is_not_the_provider_is_refused() {
         &["--takeover-pid", &pid, "--force"],
         &[],
     )
-    .refused("cannot tell which claude-code session");
+    .refused("cannot tell which claude-code conversation");
     assert!(pid_alive(sleeper.id()), "the process was touched");
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
@@ -250,18 +256,18 @@ fn the_collision_guard_refuses_a_second_process_on_a_claude_session() {
     let old = Ordinary::start(&env, "claude", "work", "", &[]);
     let pid = old.pid.to_string();
     Serve::spawn(&env, "bob", "claude", &[], &["--resume", &old.session]).refused(&format!(
-        "session {} is in use by process {pid}; to move it here safely: agent-comms --actor bob runtime interactive-serve --id bob --takeover-pid {pid} -- ",
+        "conversation {} is in use by process {pid}; to move it here safely: agent-comms --actor bob runtime interactive-serve --id bob --takeover-pid {pid} -- ",
         old.session
     ));
     let shared = Serve::spawn(
         &env,
         "bob",
         "claude",
-        &["--allow-shared-session"],
+        &["--allow-shared-conversation"],
         &["--resume", &old.session],
     );
     assert_eq!(shared.start_event()["session"], old.session.as_str());
-    shared.term.wait_for("--allow-shared-session");
+    shared.term.wait_for("--allow-shared-conversation");
     assert!(
         pid_alive(old.pid),
         "the guard's override must not end the other process"
@@ -278,15 +284,15 @@ fn two_codex_tuis_on_one_thread_are_allowed_and_said() {
     assert!(pid_alive(old.pid));
 }
 
-/// A runtime remembers its session: a later "continue" resumes exactly it,
-/// not whichever session was used last in the directory.
+/// A runtime remembers its conversation: a later "continue" resumes exactly
+/// it, not whichever conversation was used last in the directory.
 #[test]
-fn a_bound_session_is_what_continue_resumes() {
+fn a_bound_conversation_is_what_continue_resumes() {
     let env = TestEnv::new();
     let mut first = Serve::spawn(&env, "bob", "claude", &[], &[]);
     let s1 = first.start_event()["session"].as_str().unwrap().to_owned();
-    wait_until("the session bound", || {
-        runtime(&env, "bob")["session_id"] == s1.as_str()
+    wait_until("the conversation bound", || {
+        runtime(&env, "bob")["conversation_id"] == s1.as_str()
     });
     first.term.write(b"\x04");
     assert!(first.term.wait_exit().success());
@@ -298,17 +304,25 @@ fn a_bound_session_is_what_continue_resumes() {
     let again = Serve::spawn(&env, "bob", "claude", &[], &["--continue"]);
     let start = again.start_event();
     assert_eq!(start["session"], s1.as_str());
-    again.term.wait_for("continuing session");
+    again.term.wait_for("continuing conversation");
     drop(again);
-    // An explicit binding wins from then on.
-    env.run_ok(&[
+    // An explicit binding wins from then on; under the command's and the
+    // flag's old names (bind-conversation --conversation), which still work.
+    let bound = env.run_ok(&[
         "runtime",
         "bind-session",
         "--id",
         "bob",
         "--session",
         "chosen-one",
+        "--json",
     ]);
+    let bound: Value = serde_json::from_str(bound.stdout.trim()).unwrap();
+    assert_eq!(bound["conversation_id"], "chosen-one");
+    assert_eq!(
+        bound["session_id"], "chosen-one",
+        "the old key, for one release"
+    );
     wait_until("bob offline", || {
         runtime(&env, "bob")["status"] == "OFFLINE"
     });

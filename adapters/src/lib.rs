@@ -5,15 +5,15 @@
 //! profiles in `config/providers/`, embedded here at build time; the
 //! interface, the schema and the loading rules are in
 //! `agent_comms_core::adapter`. What a profile cannot say — tying a live
-//! provider process to its session — is code, in [`sessions`].
+//! provider process to its conversation — is code, in [`conversations`].
 //!
 //! Names that read alike: this crate (`adapters/`) holds the *built-in
 //! adapters*; `core/src/adapter/` is the *interface* they answer;
 //! `core/src/plugin/` is the *host* for adapters written as plugins, and
 //! `plugins/` holds the *SDKs* to write one (docs/architecture.md#the-workspace).
 
+pub mod conversations;
 pub mod scaffold;
-pub mod sessions;
 
 use agent_comms_core::adapter::AdapterRegistry;
 use agent_comms_core::paths::{project_root, user_home};

@@ -33,14 +33,19 @@ struct BarePty {
     writer: Box<dyn Write + Send>,
 }
 
+/// A 24 × 80 pseudo-terminal, the size every measured program gets.
+pub fn open_pty() -> anyhow::Result<portable_pty::PtyPair> {
+    native_pty_system().openpty(PtySize {
+        rows: 24,
+        cols: 80,
+        pixel_width: 0,
+        pixel_height: 0,
+    })
+}
+
 impl BarePty {
     fn spawn(shell_command: &str) -> anyhow::Result<Self> {
-        let pair = native_pty_system().openpty(PtySize {
-            rows: 24,
-            cols: 80,
-            pixel_width: 0,
-            pixel_height: 0,
-        })?;
+        let pair = open_pty()?;
         let mut cmd = CommandBuilder::new("sh");
         cmd.args(["-c", shell_command]);
         cmd.env("TERM", TERM);

@@ -21,7 +21,7 @@ use agent_comms_core::paths::PROJECT_ENV;
 use agent_comms_core::store::{RuntimeStatus, SqliteStore, Store};
 use anyhow::{bail, ensure, Context};
 use nix::sys::signal::Signal;
-use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
+use portable_pty::{Child, CommandBuilder, MasterPty};
 use serde_json::Value;
 
 use crate::bench::{Bench, NOT_PASSED_ON};
@@ -314,12 +314,7 @@ impl Served {
         log: &FakeLog,
         turn_ms: u64,
     ) -> anyhow::Result<Self> {
-        let pair = native_pty_system().openpty(PtySize {
-            rows: 24,
-            cols: 80,
-            pixel_width: 0,
-            pixel_height: 0,
-        })?;
+        let pair = crate::bare::open_pty()?;
         let mut cmd = CommandBuilder::new(bench.agent_comms_path());
         cmd.args(["--actor", RECEIVER, "runtime", "interactive-serve"]);
         cmd.args(["--id", RECEIVER, "--", &fake.path(repo)?]);

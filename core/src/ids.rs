@@ -1,6 +1,6 @@
 //! Identifiers: the random ones agent-comms makes (session tokens, cell
 //! ids, invocation ids, endpoint ids, the host id) and [`Id`], the one rule
-//! every agent, runtime, message and provider session id that comes in is
+//! every agent, runtime, message and conversation id that comes in is
 //! held to (docs/security.md#names-ids-and-what-is-typed).
 
 /// `bytes` random bytes from the system's random source, as lowercase hex.
@@ -16,7 +16,7 @@ pub fn random_hex(bytes: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Longest agent, runtime, session or message id.
+/// Longest agent, runtime, message or conversation id.
 pub const MAX_ID_LEN: usize = 128;
 
 /// The rule every id follows, as errors and docs state it.
@@ -28,8 +28,8 @@ pub enum IdKind {
     Agent,
     Runtime,
     Message,
-    /// A provider's session (conversation) id.
-    ProviderSession,
+    /// A provider's conversation (its own session) id.
+    Conversation,
 }
 
 impl IdKind {
@@ -38,7 +38,7 @@ impl IdKind {
             Self::Agent => "agent id",
             Self::Runtime => "runtime id",
             Self::Message => "message id",
-            Self::ProviderSession => "provider session id",
+            Self::Conversation => "conversation id",
         }
     }
 }
@@ -52,7 +52,7 @@ pub struct IdError {
     pub value: String,
 }
 
-/// A validated id of an agent, a runtime, a message or a provider session.
+/// A validated id of an agent, a runtime, a message or a conversation.
 ///
 /// Ids are typed into prompts (a notification names its message and its
 /// sender), become file and socket names and appear in the repair commands

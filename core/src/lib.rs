@@ -27,7 +27,8 @@
 //! - [`cells`]: persistent REPL cells (`k`/`km`) on top of the supervisor.
 //! - [`supervisor`]: the process that owns one PTY and one endpoint.
 //! - [`client`]: the blocking client used by the short-lived CLI commands.
-//! - [`takeover`]: a live provider session handed over into supervision.
+//! - [`takeover`]: a live provider process handed over into supervision, on
+//!   its conversation (the provider's own session or thread).
 //! - [`store`]: the control-plane record (agents, runtimes, invocations and
 //!   delivery attempts) in the project's `.agent-comms/state.db`.
 //! - [`control`]: interactive runtimes, messages between agents, `doctor`.

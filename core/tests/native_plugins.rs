@@ -56,7 +56,10 @@ fn the_example_answers_every_hook() {
             .unwrap(),
         None
     );
-    assert_eq!(gemini.discover_session(std::process::id()).unwrap(), None);
+    assert_eq!(
+        gemini.discover_conversation(std::process::id()).unwrap(),
+        None
+    );
 }
 
 /// The example's profile says in rules what its plugin says in code; both
@@ -182,7 +185,7 @@ fn a_panic_in_a_plugin_comes_back_as_an_error_and_the_plugin_keeps_working() {
         plugin.claims(&argv("panicky")).unwrap(),
         "other hooks still answer"
     );
-    match plugin.discover_session(42).unwrap_err() {
+    match plugin.discover_conversation(42).unwrap_err() {
         PluginError::Other { message, .. } => assert_eq!(
             message,
             "discover_session: cannot read the sessions of pid 42"

@@ -79,7 +79,7 @@ fn the_aider_example_classifies_its_samples() {
         .unwrap());
     assert!(!plugin.claims(&argv("claude")).unwrap());
     assert_eq!(plugin.pin_resume(&argv("aider"), "id").unwrap(), None);
-    assert_eq!(plugin.discover_session(1).unwrap(), None);
+    assert_eq!(plugin.discover_conversation(1).unwrap(), None);
 }
 
 #[test]

@@ -43,10 +43,8 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
 
 #[test]
 fn serves_logs_and_exits_on_stdin_eof() {
-    let dir = std::env::temp_dir().join(format!("mockmodel-bin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("log.jsonl");
-    let _ = std::fs::remove_file(&log);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.jsonl");
     let (mut child, port) = spawn(&[
         "--port",
         "0",
@@ -77,7 +75,6 @@ fn serves_logs_and_exits_on_stdin_eof() {
     assert_eq!(entry["api"], "openai_chat");
     assert_eq!(entry["reply"], "fromthebinary");
     assert_eq!(entry["pacing"]["deltas"], 2);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(unix)]

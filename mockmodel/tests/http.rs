@@ -289,10 +289,8 @@ fn loopback_only() {
 
 #[test]
 fn log_file_and_shutdown() {
-    let dir = std::env::temp_dir().join(format!("mockmodel-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("requests.jsonl");
-    let _ = std::fs::remove_file(&path);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("requests.jsonl");
     let server = MockServer::start(Config::default().with_log_file(&path)).unwrap();
     let port = server.port();
     post(port, "/v1/chat/completions", &chat("REPLY=logged"));
@@ -312,7 +310,6 @@ fn log_file_and_shutdown() {
     assert_eq!(lines[1].reply.as_deref(), Some("again"));
     let raw: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert!(raw["received_at"].as_f64().unwrap() > 1.0e9);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

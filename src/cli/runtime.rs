@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_comms_adapters::sessions;
+use agent_comms_adapters::conversations;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::readable::{self, ScreenReading};
-use agent_comms_core::control::registration::bind_session;
+use agent_comms_core::control::registration::bind_conversation;
 use agent_comms_core::control::registration::{configure, Configure, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
 use agent_comms_core::control::start::TakeoverOptions;
@@ -34,15 +34,17 @@ pub enum RuntimeCommand {
     /// idle and you are not typing. Everything after `--` is the provider's.
     #[command(name = "interactive-serve")]
     InteractiveServe(ServeArgs),
-    /// Bind the runtime to a provider session: a later serve that asks to
-    /// continue resumes exactly that one. Without --session, the session
-    /// the running runtime's provider is on.
-    #[command(name = "bind-session")]
-    BindSession {
+    /// Bind the runtime to a conversation (the provider's own session or
+    /// thread): a later serve that asks to continue resumes exactly that
+    /// one. Without --conversation, the one the running runtime's provider
+    /// is on.
+    #[command(name = "bind-conversation", visible_alias = "bind-session")]
+    BindConversation {
         #[arg(long)]
         id: String,
-        #[arg(long, value_name = "SESSION")]
-        session: Option<String>,
+        /// The conversation's id, as the provider names it.
+        #[arg(long, visible_alias = "session", value_name = "ID")]
+        conversation: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -111,23 +113,28 @@ pub struct ServeArgs {
     /// Record the session as asciicast v2 to FILE.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
-    /// Take over the provider process PID in place: find the session it
-    /// is on, end it (SIGTERM, then SIGKILL), and start CMD in its
-    /// working directory resuming that session.
+    /// Take over the provider process PID in place: find the conversation
+    /// it is on, end it (SIGTERM, then SIGKILL), and start CMD in its
+    /// working directory resuming that conversation.
     #[arg(long, value_name = "PID")]
     takeover_pid: Option<u32>,
-    /// With --takeover-pid: the session PID is on, when agent-comms
+    /// With --takeover-pid: the conversation PID is on, when agent-comms
     /// cannot tell on its own (it lists the candidates).
-    #[arg(long, value_name = "ID", requires = "takeover_pid")]
-    session: Option<String>,
+    #[arg(
+        long,
+        visible_alias = "session",
+        value_name = "ID",
+        requires = "takeover_pid"
+    )]
+    conversation: Option<String>,
     /// With --takeover-pid: take PID over even if it does not look like
     /// the provider CMD names.
     #[arg(long, requires = "takeover_pid")]
     force: bool,
-    /// Start even when another live process holds the session (two
-    /// processes on one session may diverge).
-    #[arg(long)]
-    allow_shared_session: bool,
+    /// Start even when another live process holds the conversation (two
+    /// processes on one conversation may diverge).
+    #[arg(long, visible_alias = "allow-shared-session")]
+    allow_shared_conversation: bool,
     /// Run this same command in a new terminal window and exit (for a
     /// takeover from inside the session it replaces).
     #[arg(long)]
@@ -155,9 +162,17 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     let actor = actor.as_ref().map(Id::as_str);
     match cmd {
         RuntimeCommand::InteractiveServe(args) => interactive_serve(args, actor),
-        RuntimeCommand::BindSession { id, session, json } => {
-            let session = session.as_deref().map(provider_session).transpose()?;
-            bind(&runtime_id(&id)?, session.as_ref().map(Id::as_str), json)
+        RuntimeCommand::BindConversation {
+            id,
+            conversation,
+            json,
+        } => {
+            let conversation = conversation.as_deref().map(conversation_id).transpose()?;
+            bind(
+                &runtime_id(&id)?,
+                conversation.as_ref().map(Id::as_str),
+                json,
+            )
         }
         RuntimeCommand::Configure {
             id,
@@ -184,10 +199,10 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     }
 }
 
-/// A provider session id given on the command line: it becomes part of
-/// the provider's command line on resume.
-fn provider_session(value: &str) -> Result<Id, agent_comms_core::ids::IdError> {
-    Id::parse(IdKind::ProviderSession, value)
+/// A conversation id given on the command line: it becomes part of the
+/// provider's command line on resume.
+fn conversation_id(value: &str) -> Result<Id, agent_comms_core::ids::IdError> {
+    Id::parse(IdKind::Conversation, value)
 }
 
 fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
@@ -198,8 +213,8 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
         bail!("--heartbeat-ms must be above 0");
     }
     let id = runtime_id(&args.id)?;
-    if let Some(session) = &args.session {
-        provider_session(session)?;
+    if let Some(conversation) = &args.conversation {
+        conversation_id(conversation)?;
     }
     let registry = agent_comms_adapters::registry();
     let adapter = match &args.provider {
@@ -219,7 +234,7 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
     };
     let discovery = adapter
         .as_ref()
-        .and_then(|e| sessions::discovery_for(&e.profile))
+        .and_then(|e| conversations::discovery_for(&e.profile))
         .map(Arc::from);
     let store = open_store()?;
     let code = serve(
@@ -237,29 +252,31 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
             discovery,
             takeover: args.takeover_pid.map(|pid| TakeoverOptions {
                 pid,
-                session: args.session,
+                conversation: args.conversation,
                 force: args.force,
             }),
-            allow_shared: args.allow_shared_session,
+            allow_shared: args.allow_shared_conversation,
         },
     )?;
     Ok(code)
 }
 
-fn bind(id: &SessionName, session: Option<&str>, json: bool) -> anyhow::Result<i32> {
+fn bind(id: &SessionName, conversation: Option<&str>, json: bool) -> anyhow::Result<i32> {
     let id = id.as_str();
     let store = open_store()?;
     let registry = agent_comms_adapters::registry();
-    let bound = bind_session(&store, &host_id()?, id, session, |provider| {
+    let bound = bind_conversation(&store, &host_id()?, id, conversation, |provider| {
         registry
             .get(provider)
-            .and_then(|e| sessions::discovery_for(&e.profile))
+            .and_then(|e| conversations::discovery_for(&e.profile))
     })?;
     if json {
-        println!("{}", serde_json::json!({"id": id, "session_id": bound}));
+        // `session_id` is `conversation_id`'s old name, kept for one release.
+        let line = serde_json::json!({"id": id, "conversation_id": bound, "session_id": bound});
+        println!("{line}");
     } else {
         let bound = display::one_line(&bound);
-        println!("runtime {id} is bound to session {bound}");
+        println!("runtime {id} is bound to conversation {bound}");
     }
     Ok(0)
 }
@@ -368,7 +385,9 @@ fn show(id: &str, json: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let text = serde_json::to_value(&view)?;
-    for (k, v) in text.as_object().expect("a struct") {
+    // `session_id` repeats `conversation_id` for scripts; people need it once.
+    let fields = text.as_object().expect("a struct");
+    for (k, v) in fields.iter().filter(|(k, _)| *k != "session_id") {
         let v = match v {
             serde_json::Value::Null => "-".to_owned(),
             serde_json::Value::String(s) => display::one_line(s).into_owned(),

@@ -19,9 +19,10 @@ pub struct PluginInfo {
     pub checked: String,
 }
 
-/// A session a provider process is on (session-id discovery).
+/// The conversation a provider process is on (the provider's own session
+/// or thread, found by conversation discovery).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionRef {
+pub struct ConversationRef {
     pub id: String,
     pub cwd: Option<String>,
 }
@@ -76,9 +77,10 @@ pub trait PluginHooks: Send {
     fn claims(&mut self, argv: &[String]) -> Result<bool, PluginError>;
     /// Busy or idle, from the rendered screen.
     fn classify(&mut self, view: &ScreenView<'_>) -> Result<Activity, PluginError>;
-    /// `argv` with "continue the latest" replaced by session `id`.
+    /// `argv` with "continue the latest" replaced by conversation `id`.
     fn pin_resume(&mut self, argv: &[String], id: &str)
         -> Result<Option<Vec<String>>, PluginError>;
-    /// The session the provider process `pid` is on, if the plugin can tell.
-    fn discover_session(&mut self, pid: u32) -> Result<Option<SessionRef>, PluginError>;
+    /// The conversation the provider process `pid` is on, if the plugin can
+    /// tell. (The frozen plugin ABI and WIT call this hook `discover_session`.)
+    fn discover_conversation(&mut self, pid: u32) -> Result<Option<ConversationRef>, PluginError>;
 }

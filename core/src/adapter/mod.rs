@@ -3,7 +3,8 @@
 //! The host layers never name a provider. They ask an [`Adapter`] which
 //! commands it claims, whether a screen shows the program busy or idle, how
 //! to type into it, which environment to give it, how to pin a resume to a
-//! session id, and — for REPLs — how to set up shell integration. An adapter
+//! conversation id (the provider's own session), and — for REPLs — how to
+//! set up shell integration. An adapter
 //! is a TOML [`profile`] (declarative, enough for most programs), optionally
 //! backed by a plugin (native or Wasm) for the hooks a profile cannot
 //! express. [`registry`] loads them in precedence order: project, user,

@@ -3,7 +3,7 @@
 //! A profile says everything a host needs to supervise one program: which
 //! commands it claims, busy/idle rules over regions of the rendered screen,
 //! the window title and OSC sequences, how to type into it, which
-//! environment to give it, how to pin a resume to a session id, which
+//! environment to give it, how to pin a resume to a conversation id, which
 //! arguments grant agent-comms itself permission, and — for REPLs — how to
 //! set up shell integration. `docs/adapters.md` is the reference. Errors name
 //! the file, the line and column, and the field.
@@ -47,7 +47,7 @@ pub struct Profile {
     /// cannot express; relative to the profile's directory.
     #[serde(default)]
     pub plugin: Option<PathBuf>,
-    /// Files the plugin may read (for session discovery), `~` allowed.
+    /// Files the plugin may read (for conversation discovery), `~` allowed.
     #[serde(default)]
     pub plugin_reads: Vec<String>,
     #[serde(default)]
@@ -60,8 +60,9 @@ pub struct Profile {
     pub resume: Option<Resume>,
     #[serde(default)]
     pub permissions: Option<Permissions>,
-    #[serde(default)]
-    pub session: Option<SessionSpec>,
+    /// `[conversation]`; `[session]`, its old name, is still read.
+    #[serde(default, alias = "session")]
+    pub conversation: Option<ConversationSpec>,
     #[serde(default)]
     pub repl: Option<Repl>,
     #[serde(default)]
@@ -239,38 +240,39 @@ pub struct EnvChanges {
     pub set: BTreeMap<String, String>,
 }
 
-/// Resume pinning: "continue the latest session" becomes "resume this id".
+/// Resume pinning: "continue the latest conversation" becomes "resume this id".
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resume {
-    /// Arguments that mean "continue the most recent session".
+    /// Arguments that mean "continue the most recent conversation".
     pub continue_args: Vec<String>,
-    /// What replaces the first of them; `{id}` is the session id.
+    /// What replaces the first of them; `{id}` is the conversation id.
     pub pinned: Vec<String>,
-    /// Arguments whose value names a session (nothing to rewrite then); a
-    /// value that starts with `-` is not a session (`resume --last`).
+    /// Arguments whose value names a conversation (nothing to rewrite then); a
+    /// value that starts with `-` is not a conversation (`resume --last`).
     #[serde(default)]
     pub explicit_args: Vec<String>,
-    /// What to add when the command neither continues nor names a session
-    /// but must resume one (a takeover); `{id}` is the session id.
+    /// What to add when the command neither continues nor names a conversation
+    /// but must resume one (a takeover); `{id}` is the conversation id.
     #[serde(default)]
     pub start: Vec<String>,
 }
 
-/// Provider sessions: how to tell a process of this provider, how to find
-/// the session it is on, and whether two processes on one session harm it.
+/// The provider's conversations (its own sessions or threads): how to tell
+/// a process of this provider, how to find the conversation it is on, and
+/// whether two processes on one conversation harm it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SessionSpec {
-    /// The built-in session discovery (code in agent-comms-adapters) that
-    /// ties a pid to its session: `claude-code`, `codex` or `opencode`.
+pub struct ConversationSpec {
+    /// The built-in conversation discovery (code in agent-comms-adapters) that
+    /// ties a pid to its conversation: `claude-code`, `codex` or `opencode`.
     #[serde(default)]
     pub discovery: Option<String>,
     /// Strings in a process's first arguments that identify the provider
     /// when it runs under an interpreter (a package path).
     #[serde(default)]
     pub markers: Vec<String>,
-    /// Whether a second process may run on a session one already holds.
+    /// Whether a second process may run on a conversation one already holds.
     #[serde(default = "default_sharing")]
     pub shared: Sharing,
     /// Why, for messages.
@@ -285,9 +287,9 @@ fn default_sharing() -> Sharing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Sharing {
-    /// Two processes on one session diverge: refuse the second.
+    /// Two processes on one conversation diverge: refuse the second.
     Refuse,
-    /// Both are live clients of one session: allow, and say so.
+    /// Both are live clients of one conversation: allow, and say so.
     Allow,
 }
 
@@ -417,7 +419,7 @@ impl Profile {
     /// `None` when nothing asks to continue or an id is already given.
     pub fn pin_resume(&self, argv: &[String], id: &str) -> Option<Vec<String>> {
         let resume = self.resume.as_ref()?;
-        if self.named_session(argv).is_some() {
+        if self.named_conversation(argv).is_some() {
             return None;
         }
         let at = argv.iter().position(|a| resume.continue_args.contains(a))?;
@@ -427,14 +429,14 @@ impl Profile {
         Some(out)
     }
 
-    /// `argv` resuming session `id` whatever it asked: "continue" pinned to
-    /// `id`, a named session kept, and otherwise the resume added.
-    pub fn resume_session(&self, argv: &[String], id: &str) -> Vec<String> {
+    /// `argv` resuming conversation `id` whatever it asked: "continue" pinned
+    /// to `id`, a named conversation kept, and otherwise the resume added.
+    pub fn resume_conversation(&self, argv: &[String], id: &str) -> Vec<String> {
         if let Some(pinned) = self.pin_resume(argv, id) {
             return pinned;
         }
         let mut out = argv.to_vec();
-        if self.named_session(argv).is_none() {
+        if self.named_conversation(argv).is_none() {
             if let Some(resume) = &self.resume {
                 out.extend(resume.start.iter().map(|p| p.replace("{id}", id)));
             }
@@ -442,16 +444,17 @@ impl Profile {
         out
     }
 
-    /// Whether `argv` asks to continue the most recent session.
+    /// Whether `argv` asks to continue the most recent conversation.
     pub fn asks_to_continue(&self, argv: &[String]) -> bool {
         self.resume
             .as_ref()
             .is_some_and(|r| argv.iter().any(|a| r.continue_args.contains(a)))
-            && self.named_session(argv).is_none()
+            && self.named_conversation(argv).is_none()
     }
 
-    /// The session `argv` names (`--resume ID`, `--session=ID`, `resume ID`).
-    pub fn named_session(&self, argv: &[String]) -> Option<String> {
+    /// The conversation `argv` names (`--resume ID`, `--session=ID`,
+    /// `resume ID`: the provider's own flags).
+    pub fn named_conversation(&self, argv: &[String]) -> Option<String> {
         let resume = self.resume.as_ref()?;
         argv.iter().enumerate().find_map(|(i, a)| {
             resume.explicit_args.iter().find_map(|e| {
@@ -600,23 +603,34 @@ mod tests {
         )
         .unwrap();
         let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        assert_eq!(p.named_session(&argv("codex resume --last")), None);
+        assert_eq!(p.named_conversation(&argv("codex resume --last")), None);
         assert!(p.asks_to_continue(&argv("codex resume --last")));
         assert_eq!(
-            p.resume_session(&argv("codex resume --last"), "t1"),
+            p.resume_conversation(&argv("codex resume --last"), "t1"),
             argv("codex resume t1")
         );
         assert_eq!(
-            p.named_session(&argv("codex resume t0")).as_deref(),
+            p.named_conversation(&argv("codex resume t0")).as_deref(),
             Some("t0")
         );
         assert_eq!(
-            p.resume_session(&argv("codex resume t0"), "t1"),
+            p.resume_conversation(&argv("codex resume t0"), "t1"),
             argv("codex resume t0")
         );
         assert_eq!(
-            p.resume_session(&argv("codex --model m"), "t1"),
+            p.resume_conversation(&argv("codex --model m"), "t1"),
             argv("codex --model m resume t1")
         );
+    }
+
+    #[test]
+    fn the_conversation_section_is_also_read_under_its_old_name() {
+        for section in ["conversation", "session"] {
+            let text = format!("{MINIMAL}[{section}]\ndiscovery = \"codex\"\nshared = \"allow\"\n");
+            let p = Profile::parse("c.toml", &text).unwrap();
+            let spec = p.conversation.expect("the section is read");
+            assert_eq!(spec.discovery.as_deref(), Some("codex"), "[{section}]");
+            assert_eq!(spec.shared, Sharing::Allow, "[{section}]");
+        }
     }
 }

@@ -100,6 +100,11 @@ struct Settling {
     retries: u8,
     /// The last barrier typed (its number) and when.
     barrier: Option<(u32, Instant)>,
+    /// Barriers typed for this interrupt.
+    tries: u32,
+    /// A Ctrl-C went after a barrier that never came back, to discard the
+    /// line it was read into; the next barrier waits for quiet output.
+    cleared: bool,
 }
 
 pub struct CellEngine {
@@ -131,6 +136,8 @@ pub struct CellEngine {
     setup_typed: bool,
     setup_cue_seen: bool,
     cue_window: Vec<u8>,
+    /// Interrupt barriers typed so far (each one's mark carries its number).
+    barriers: u32,
     active: Option<ActiveCell>,
     results: VecDeque<CellReply>,
     latest: Option<String>,
@@ -166,6 +173,7 @@ impl CellEngine {
             setup_typed: false,
             setup_cue_seen: false,
             cue_window: Vec::new(),
+            barriers: 0,
             active: None,
             results: VecDeque::new(),
             latest: None,

@@ -230,6 +230,8 @@ impl CellEngine {
                         awaiting_prompt: self.repl_busy,
                         retries: 0,
                         barrier: None,
+                        tries: 0,
+                        cleared: false,
                     });
                     self.last_output = now;
                 }

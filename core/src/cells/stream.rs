@@ -122,10 +122,28 @@ impl CellEngine {
             let s = self.settling.as_mut().expect("checked above");
             match s.barrier {
                 Some((_, typed)) if now < typed + BARRIER_RETRY => return,
-                Some((n, _)) if n >= BARRIER_TRIES => {}
-                previous => {
-                    let n = previous.map_or(1, |(n, _)| n + 1);
+                Some(_) if s.tries >= BARRIER_TRIES => {}
+                Some(_) if !s.cleared => {
+                    // The barrier went into a line that never ran: the
+                    // Ctrl-C flushed only the end of the cell's line (its
+                    // Enter among it), so the barrier was appended to what
+                    // was left, perhaps inside an open quote. Another
+                    // Ctrl-C discards that line; the next barrier follows
+                    // once the REPL is quiet again.
+                    s.cleared = true;
+                    self.last_output = now;
+                    self.writer.write(vec![0x03]);
+                    return;
+                }
+                Some(_) if now < self.last_output + INTERRUPT_SETTLE => return,
+                _ => {
+                    // Numbered across settlings: a late mark of an earlier
+                    // interrupt's barrier must not end this one.
+                    self.barriers += 1;
+                    let n = self.barriers;
                     s.barrier = Some((n, now));
+                    s.tries += 1;
+                    s.cleared = false;
                     let mark = format!("{};{n}", self.config.token);
                     self.writer
                         .write(format!("{}\r", template.replace("{barrier}", &mark)).into_bytes());
@@ -146,11 +164,20 @@ impl CellEngine {
 
     /// The mark of the latest barrier came back: the interrupt is over.
     pub(super) fn barrier_mark(&mut self, payload: &[u8]) -> bool {
-        let Some((n, _)) = self.settling.as_ref().and_then(|s| s.barrier) else {
+        let Some(settling) = self.settling.as_ref() else {
+            return false;
+        };
+        let Some((n, _)) = settling.barrier else {
             return false;
         };
         if payload != format!("133;B;{};{n}", self.config.token).as_bytes() {
             return false;
+        }
+        if settling.cleared {
+            // Only slow, not lost: the Ctrl-C sent to clear its line may
+            // still be on its way to the REPL and would take the cell's
+            // line with it. The next barrier, typed after it, decides.
+            return true;
         }
         self.settling = None;
         self.send_pending();

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::ControlError;
 use crate::session::{Liveness, Registry, SessionName};
 use crate::store::{RuntimeRecord, RuntimeStatus, Store};
-use crate::takeover::{Discovery, ProcessInfo, ProviderEnv, SessionDiscovery, TakeoverError};
+use crate::takeover::{ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv, TakeoverError};
 use crate::time::iso_from_unix_millis;
 
 pub const INTERACTIVE: &str = "INTERACTIVE";
@@ -62,6 +62,12 @@ pub struct RuntimeView {
     /// The host is this one.
     pub local: bool,
     pub provider: Option<String>,
+    /// The conversation (the provider's own session or thread) the runtime
+    /// is bound to.
+    pub conversation_id: Option<String>,
+    /// `conversation_id` under its old name, the same value, kept in
+    /// `--json` for one release so scripts reading it keep working; it goes
+    /// in the release after.
     pub session_id: Option<String>,
     pub reason: Option<String>,
     pub heartbeat_ms: u64,
@@ -86,7 +92,8 @@ impl RuntimeView {
             max_concurrent: r.max_concurrent,
             local: r.host.as_deref().is_none_or(|h| h == host),
             provider: r.provider.clone(),
-            session_id: r.session_id.clone(),
+            conversation_id: r.conversation_id.clone(),
+            session_id: r.conversation_id.clone(),
             reason,
             heartbeat_ms: r.heartbeat_ms,
         }
@@ -191,7 +198,7 @@ fn new_record(id: &SessionName, agent: &str, now: u64) -> RuntimeRecord {
         last_heartbeat: None,
         heartbeat_ms: 0,
         provider: None,
-        session_id: None,
+        conversation_id: None,
         status_reason: None,
         updated: now,
     }
@@ -245,21 +252,21 @@ pub fn configure(
     Ok(r)
 }
 
-/// `runtime bind-session`: binds runtime `id` to `session`, or, without
-/// one, to the session its running provider is on (found through the
-/// adapter named by the record). Returns the bound session.
-pub fn bind_session(
+/// `runtime bind-conversation`: binds runtime `id` to `conversation`, or,
+/// without one, to the conversation its running provider is on (found
+/// through the adapter named by the record). Returns the bound conversation.
+pub fn bind_conversation(
     store: &dyn Store,
     host: &str,
     id: &str,
-    session: Option<&str>,
-    discovery_for: impl Fn(&str) -> Option<Box<dyn SessionDiscovery>>,
+    conversation: Option<&str>,
+    discovery_for: impl Fn(&str) -> Option<Box<dyn ConversationDiscovery>>,
 ) -> Result<String, ControlError> {
     let now = crate::time::unix_millis();
     let r = store
         .runtime(id)?
         .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;
-    let session = match session {
+    let conversation = match conversation {
         Some(s) => s.to_owned(),
         None => {
             let view = RuntimeView::new(&r, host, now);
@@ -294,6 +301,6 @@ pub fn bind_session(
             }
         }
     };
-    store.bind_session(id, Some(&session), now)?;
-    Ok(session)
+    store.bind_conversation(id, Some(&conversation), now)?;
+    Ok(conversation)
 }

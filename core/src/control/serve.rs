@@ -25,7 +25,7 @@ use crate::store::{RuntimeRecord, RuntimeStatus, Store};
 use crate::supervisor::foreground::run_foreground;
 use crate::supervisor::{SessionHandle, SupervisorConfig, DEFAULT_KILL_GRACE};
 use crate::takeover::terminate::{end_process, Ended, TERM_GRACE};
-use crate::takeover::{Discovery, ProcessInfo, ProviderEnv, SessionDiscovery};
+use crate::takeover::{ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv};
 use crate::time::unix_millis;
 
 /// Default heartbeat interval; a runtime is offline after three missed.
@@ -44,10 +44,10 @@ pub struct ServeOptions {
     pub heartbeat: Duration,
     pub keyboard_quiet: Duration,
     pub record: Option<PathBuf>,
-    /// The adapter's session knowledge (takeover, pinning, the guard).
-    pub discovery: Option<Arc<dyn SessionDiscovery>>,
+    /// The adapter's conversation knowledge (takeover, pinning, the guard).
+    pub discovery: Option<Arc<dyn ConversationDiscovery>>,
     pub takeover: Option<TakeoverOptions>,
-    /// Start even when another process holds the session.
+    /// Start even when another process holds the conversation.
     pub allow_shared: bool,
 }
 
@@ -78,8 +78,8 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
         end_replaced(pid)?;
     }
     let mut record = admission.record;
-    // A start on an unknown session is a new one: it is discovered below.
-    record.session_id = start.session.clone();
+    // A start on an unknown conversation is a new one: it is discovered below.
+    record.conversation_id = start.conversation.clone();
     let endpoint_id = random_hex(8);
     let config = supervisor_config(&opts, &start);
     let banner = banner(&opts);
@@ -95,7 +95,10 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
         agent: opts.agent.clone(),
         heartbeat: opts.heartbeat,
         lease,
-        discovery: opts.discovery.clone().filter(|_| start.session.is_none()),
+        discovery: opts
+            .discovery
+            .clone()
+            .filter(|_| start.conversation.is_none()),
     };
     let mut started: Option<Result<(), ControlError>> = None;
     let started_slot = &mut started;
@@ -153,8 +156,8 @@ struct GoingOnline {
     agent: String,
     heartbeat: Duration,
     lease: Duration,
-    /// Set when the provider's session is not known yet: it is discovered.
-    discovery: Option<Arc<dyn SessionDiscovery>>,
+    /// Set when the conversation is not known yet: it is discovered.
+    discovery: Option<Arc<dyn ConversationDiscovery>>,
 }
 
 impl GoingOnline {
@@ -267,18 +270,18 @@ async fn beat(
     }
 }
 
-/// How long a new provider process may take to write down its session.
+/// How long a new provider process may take to write down its conversation.
 const DISCOVERY_WINDOW: Duration = Duration::from_secs(20);
 const DISCOVERY_PERIOD: Duration = Duration::from_millis(250);
 
-/// Finds the session a freshly started provider is on (it writes its files
+/// Finds the conversation a freshly started provider is on (it writes its files
 /// at start-up) and binds it to the runtime, so a later "continue" resumes
 /// exactly that one.
 async fn bind_when_discovered(
     store: SharedStore,
     runtime: String,
     pid: u32,
-    discovery: Arc<dyn SessionDiscovery>,
+    discovery: Arc<dyn ConversationDiscovery>,
 ) {
     let deadline = tokio::time::Instant::now() + DISCOVERY_WINDOW;
     while tokio::time::Instant::now() < deadline {
@@ -289,17 +292,17 @@ async fn bind_when_discovered(
         if let Discovery::Found(found) = discovery.discover(&proc, &ProviderEnv::of(&proc)) {
             let runtime = runtime.clone();
             let bound = with_store(&store, move |s| {
-                s.bind_session(&runtime, Some(&found.id), unix_millis())
+                s.bind_conversation(&runtime, Some(&found.id), unix_millis())
             })
             .await;
             if let Err(e) = bound {
-                tracing::error!("binding the provider session: {e}");
+                tracing::error!("binding the conversation: {e}");
             }
             return;
         }
     }
     tracing::warn!(
-        "no provider session found for process {pid}; bind one with runtime bind-session"
+        "no conversation found for process {pid}; bind one with runtime bind-conversation"
     );
 }
 

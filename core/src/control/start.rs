@@ -1,9 +1,10 @@
-//! What a serve starts: the command, where, and on which provider session.
+//! What a serve starts: the command, where, and on which conversation
+//! (the provider's own session or thread; a *session* is our supervised PTY).
 //!
-//! Three ways to know the session before the provider runs: a takeover
+//! Three ways to know the conversation before the provider runs: a takeover
 //! discovers the one the old process is on; the command names one; or the
-//! command asks to continue and the runtime has a bound session, which is
-//! pinned in place of "the most recent one". A known session then passes
+//! command asks to continue and the runtime has a bound conversation, which is
+//! pinned in place of "the most recent one". A known conversation then passes
 //! the collision guard. An unknown one is discovered after start, from the
 //! new process, and bound to the runtime for next time.
 
@@ -12,14 +13,14 @@ use std::path::PathBuf;
 use super::ControlError;
 use crate::adapter::Entry;
 use crate::store::RuntimeRecord;
-use crate::takeover::{self, ProviderEnv, SessionDiscovery};
+use crate::takeover::{self, ConversationDiscovery, ProviderEnv};
 
 /// `--takeover-pid` and what goes with it.
 #[derive(Debug, Clone)]
 pub struct TakeoverOptions {
     pub pid: u32,
-    /// The user says which session, when discovery cannot.
-    pub session: Option<String>,
+    /// The user says which conversation, when discovery cannot.
+    pub conversation: Option<String>,
     /// Skip the "is it the provider" check.
     pub force: bool,
 }
@@ -29,8 +30,8 @@ pub struct TakeoverOptions {
 pub struct StartPlan {
     pub argv: Vec<String>,
     pub cwd: PathBuf,
-    /// The provider session, when known before start.
-    pub session: Option<String>,
+    /// The conversation, when known before start.
+    pub conversation: Option<String>,
     /// The process to end first (a takeover).
     pub replaces: Option<u32>,
     /// Said to the user before the provider starts.
@@ -41,10 +42,10 @@ pub struct StartRequest<'a> {
     pub argv: &'a [String],
     pub cwd: PathBuf,
     pub adapter: Option<&'a Entry>,
-    pub discovery: Option<&'a dyn SessionDiscovery>,
+    pub discovery: Option<&'a dyn ConversationDiscovery>,
     pub takeover: Option<&'a TakeoverOptions>,
     pub allow_shared: bool,
-    /// The runtime as stored (its bound session).
+    /// The runtime as stored (its bound conversation).
     pub runtime: &'a RuntimeRecord,
 }
 
@@ -52,7 +53,7 @@ pub fn plan_start(req: &StartRequest<'_>) -> Result<StartPlan, ControlError> {
     let mut plan = StartPlan {
         argv: req.argv.to_vec(),
         cwd: req.cwd.clone(),
-        session: None,
+        conversation: None,
         replaces: None,
         notes: Vec::new(),
     };
@@ -70,32 +71,32 @@ pub fn plan_start(req: &StartRequest<'_>) -> Result<StartPlan, ControlError> {
             profile,
             discovery: req.discovery,
             force: t.force,
-            session: t.session.as_deref(),
+            conversation: t.conversation.as_deref(),
         })?;
         plan.notes.push(format!(
-            "taking over process {} on {} session {} in {}",
+            "taking over process {} on {} conversation {} in {}",
             t.pid,
             profile.name,
-            found.session.id,
+            found.conversation.id,
             found.cwd.display()
         ));
         plan.argv = found.argv;
         plan.cwd = found.cwd;
-        plan.session = Some(found.session.id);
+        plan.conversation = Some(found.conversation.id);
         plan.replaces = Some(t.pid);
-    } else if let Some(named) = profile.named_session(req.argv) {
-        plan.session = Some(named);
-    } else if let Some(bound) = req.runtime.session_id.as_deref() {
+    } else if let Some(named) = profile.named_conversation(req.argv) {
+        plan.conversation = Some(named);
+    } else if let Some(bound) = req.runtime.conversation_id.as_deref() {
         if let Some(pinned) = profile.pin_resume(req.argv, bound) {
             plan.notes.push(format!(
-                "continuing session {bound}, the one bound to runtime {} (not the most recent one)",
+                "continuing conversation {bound}, the one bound to runtime {} (not the most recent one)",
                 req.runtime.id
             ));
             plan.argv = pinned;
-            plan.session = Some(bound.to_owned());
+            plan.conversation = Some(bound.to_owned());
         }
     }
-    if let (Some(id), Some(discovery)) = (&plan.session, req.discovery) {
+    if let (Some(id), Some(discovery)) = (&plan.conversation, req.discovery) {
         let env = ProviderEnv::current();
         let takeover_command = |pid: u32| {
             format!(

@@ -12,15 +12,11 @@
 //! The endpoint (`socket/`) and the pseudo-terminal (`pty/`) keep their own
 //! platform files: each is one layer's business.
 
-#[cfg(unix)]
-mod unix;
-#[cfg(unix)]
-pub use unix::*;
-
-#[cfg(windows)]
-mod windows;
-#[cfg(windows)]
-pub use windows::*;
+// One file per platform, the same items in each.
+#[cfg_attr(unix, path = "unix.rs")]
+#[cfg_attr(windows, path = "windows.rs")]
+mod platform;
+pub use platform::*;
 
 /// A short, stable digest for endpoint names that must not grow with the
 /// session name.

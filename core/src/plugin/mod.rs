@@ -23,4 +23,4 @@ pub mod wasm;
 
 // The hook interface is the adapter layer's (a plugin is one way to answer
 // an adapter's hooks); it is re-exported here for the plugin hosts and SDKs.
-pub use crate::adapter::hooks::{PluginError, PluginHooks, PluginInfo, SessionRef};
+pub use crate::adapter::hooks::{ConversationRef, PluginError, PluginHooks, PluginInfo};

@@ -21,7 +21,7 @@ use agent_comms_plugin_api::{HookError, HookResult, NativeAdapterRef};
 
 pub use locate::locate;
 
-use super::{PluginError, PluginHooks, PluginInfo, SessionRef};
+use super::{ConversationRef, PluginError, PluginHooks, PluginInfo};
 use crate::adapter::{Activity, ScreenView};
 
 /// A loaded native adapter.
@@ -121,9 +121,10 @@ impl PluginHooks for NativePlugin {
             .map(|v| v.into_iter().map(String::from).collect()))
     }
 
-    fn discover_session(&mut self, pid: u32) -> Result<Option<SessionRef>, PluginError> {
+    fn discover_conversation(&mut self, pid: u32) -> Result<Option<ConversationRef>, PluginError> {
+        // The frozen ABI names this hook `discover_session`: the provider's conversation.
         let found = self.answer("discover_session", self.module.discover_session()(pid))?;
-        Ok(found.into_option().map(|s| SessionRef {
+        Ok(found.into_option().map(|s| ConversationRef {
             id: s.id.into(),
             cwd: s.cwd.into_option().map(String::from),
         }))

@@ -27,7 +27,7 @@ pub use self::cache::CacheOutcome;
 use self::engine::Runtime;
 use self::host::State;
 use self::reads::ReadAllowlist;
-use super::{PluginError, PluginHooks, PluginInfo, SessionRef};
+use super::{ConversationRef, PluginError, PluginHooks, PluginInfo};
 use crate::adapter::{Activity, ScreenView};
 
 mod bindings {
@@ -181,7 +181,8 @@ impl PluginHooks for WasmPlugin {
         })
     }
 
-    fn discover_session(&mut self, pid: u32) -> Result<Option<SessionRef>, PluginError> {
+    fn discover_conversation(&mut self, pid: u32) -> Result<Option<ConversationRef>, PluginError> {
+        // The frozen WIT names this hook `discover-session`: the provider's conversation.
         let found = self.runner.call("discover-session", |plugin, store| {
             plugin.call_discover_session(store, pid)
         })?;
@@ -340,11 +341,12 @@ impl From<wit::Activity> for Activity {
     }
 }
 
-impl From<wit::SessionRef> for SessionRef {
-    fn from(session: wit::SessionRef) -> Self {
+/// The WIT's `session-ref` (a frozen name) is the provider's conversation.
+impl From<wit::SessionRef> for ConversationRef {
+    fn from(conversation: wit::SessionRef) -> Self {
         Self {
-            id: session.id,
-            cwd: session.cwd,
+            id: conversation.id,
+            cwd: conversation.cwd,
         }
     }
 }

@@ -5,23 +5,19 @@
 //! connection: permissions can be loosened by mistake, and a session accepts
 //! keystrokes, so a second lock costs nothing. On Windows it is a named pipe
 //! (see `windows.rs` for what guards it). Both offer one interface: bind,
-//! accept (backing off when accepting fails), peer check and split on the supervisor's side; a blocking
-//! connect for the short-lived commands.
+//! accept (backing off when accepting fails), peer check and split on the
+//! supervisor's side; a blocking connect for the short-lived commands.
 
 mod accept;
 pub mod codec;
 pub mod limits;
 pub mod protocol;
 
-#[cfg(unix)]
-mod unix;
-#[cfg(unix)]
-pub use unix::*;
-
-#[cfg(windows)]
-mod windows;
-#[cfg(windows)]
-pub use windows::*;
+// One file per platform, the same items in each.
+#[cfg_attr(unix, path = "unix.rs")]
+#[cfg_attr(windows, path = "windows.rs")]
+mod platform;
+pub use platform::*;
 
 use std::io;
 use std::path::PathBuf;

@@ -87,6 +87,11 @@ CREATE INDEX attempts_invocation ON attempts(invocation, id);
 CREATE INDEX attempts_open ON attempts(outcome, lease_until);
 CREATE INDEX attempts_runtime ON attempts(runtime, outcome);
 "#,
+    // 2: a runtime is bound to a *conversation* (the provider's own session
+    // or thread); "session" names our supervised PTYs only.
+    r#"
+ALTER TABLE runtimes RENAME COLUMN session_id TO conversation_id;
+"#,
 ];
 
 /// The schema version this build creates and understands.

@@ -174,8 +174,8 @@ pub struct RuntimeRecord {
     pub heartbeat_ms: u64,
     /// Adapter name.
     pub provider: Option<String>,
-    /// Bound provider session id.
-    pub session_id: Option<String>,
+    /// The bound conversation's id (the provider's own session or thread).
+    pub conversation_id: Option<String>,
     /// Why OFFLINE etc.
     pub status_reason: Option<String>,
     pub updated: u64,
@@ -274,12 +274,12 @@ pub trait Store: Send {
         now: u64,
         lease_until: u64,
     ) -> Result<bool, StoreError>;
-    /// Binds runtime `runtime` to provider session `session` (None unbinds); false when
-    /// there is no such runtime.
-    fn bind_session(
+    /// Binds runtime `runtime` to conversation `conversation` (None
+    /// unbinds); false when there is no such runtime.
+    fn bind_conversation(
         &self,
         runtime: &str,
-        session: Option<&str>,
+        conversation: Option<&str>,
         now: u64,
     ) -> Result<bool, StoreError>;
     /// Only while `endpoint_id` is still the runtime's: status OFFLINE, reason, endpoint,

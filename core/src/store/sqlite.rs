@@ -183,7 +183,7 @@ sql_text!(RuntimeStatus, InvocationStatus, AttemptOutcome);
 
 const AGENT_COLS: &str = "id, created";
 const RUNTIME_COLS: &str = "id, agent, kind, connector, max_concurrent, status, host, endpoint, \
-     endpoint_id, pid, last_heartbeat, heartbeat_ms, provider, session_id, status_reason, updated";
+     endpoint_id, pid, last_heartbeat, heartbeat_ms, provider, conversation_id, status_reason, updated";
 const INVOCATION_COLS: &str =
     "id, seq, from_agent, to_agent, body, status, created, delivered, reason, attempts";
 const ATTEMPT_COLS: &str = "id, invocation, runtime, endpoint_id, started, lease_until, finished, \
@@ -211,7 +211,7 @@ fn runtime_row(r: &Row<'_>) -> rusqlite::Result<RuntimeRecord> {
         last_heartbeat: r.get("last_heartbeat")?,
         heartbeat_ms: r.get("heartbeat_ms")?,
         provider: r.get("provider")?,
-        session_id: r.get("session_id")?,
+        conversation_id: r.get("conversation_id")?,
         status_reason: r.get("status_reason")?,
         updated: r.get("updated")?,
     })
@@ -328,7 +328,7 @@ impl Store for SqliteStore {
                host = excluded.host, endpoint = excluded.endpoint, \
                endpoint_id = excluded.endpoint_id, pid = excluded.pid, \
                last_heartbeat = excluded.last_heartbeat, heartbeat_ms = excluded.heartbeat_ms, \
-               provider = excluded.provider, session_id = excluded.session_id, \
+               provider = excluded.provider, conversation_id = excluded.conversation_id, \
                status_reason = excluded.status_reason, updated = excluded.updated"
         );
         tx.execute(
@@ -347,7 +347,7 @@ impl Store for SqliteStore {
                 r.last_heartbeat,
                 r.heartbeat_ms,
                 r.provider,
-                r.session_id,
+                r.conversation_id,
                 r.status_reason,
                 r.updated,
             ],
@@ -380,15 +380,15 @@ impl Store for SqliteStore {
         Ok(true)
     }
 
-    fn bind_session(
+    fn bind_conversation(
         &self,
         runtime: &str,
-        session: Option<&str>,
+        conversation: Option<&str>,
         now: u64,
     ) -> Result<bool, StoreError> {
         let changed = self.conn.execute(
-            "UPDATE runtimes SET session_id = ?2, updated = ?3 WHERE id = ?1",
-            params![runtime, session, now],
+            "UPDATE runtimes SET conversation_id = ?2, updated = ?3 WHERE id = ?1",
+            params![runtime, conversation, now],
         )?;
         Ok(changed > 0)
     }
@@ -666,7 +666,7 @@ mod tests {
             last_heartbeat: Some(1_000),
             heartbeat_ms: 2_000,
             provider: Some("claude".into()),
-            session_id: Some("sess-1".into()),
+            conversation_id: Some("sess-1".into()),
             status_reason: None,
             updated: 1_000,
         }
@@ -738,6 +738,34 @@ mod tests {
         }
         let s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.schema_version().unwrap(), migrations::latest());
+    }
+
+    /// A database from before migration 2 keeps its runtime's bound id,
+    /// now read as `conversation_id`.
+    #[test]
+    fn a_bound_session_id_survives_as_the_conversation_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = state_db_path(dir.path());
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(migrations::MIGRATIONS[0]).unwrap();
+            old.pragma_update(None, "user_version", 1).unwrap();
+            old.pragma_update(None, "application_id", migrations::APPLICATION_ID)
+                .unwrap();
+            old.execute_batch(
+                "INSERT INTO agents (id, created) VALUES ('bob', 1); \
+                 INSERT INTO runtimes (id, agent, kind, connector, max_concurrent, status, \
+                     heartbeat_ms, provider, session_id, updated) \
+                 VALUES ('rt-b', 'bob', 'INTERACTIVE', 'INTERACTIVE', 1, 'OFFLINE', \
+                     2000, 'claude-code', 'sess-old', 1);",
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), migrations::latest());
+        let r = s.runtime("rt-b").unwrap().expect("the runtime survived");
+        assert_eq!(r.conversation_id.as_deref(), Some("sess-old"));
     }
 
     #[test]
@@ -812,7 +840,7 @@ mod tests {
         // Upsert replaces the whole row, NULLs included.
         r.status = RuntimeStatus::Draining;
         r.pid = None;
-        r.session_id = None;
+        r.conversation_id = None;
         r.status_reason = Some("draining for upgrade".into());
         r.last_heartbeat = Some(u64::from(u32::MAX) + 7);
         s.save_runtime(&r).unwrap();

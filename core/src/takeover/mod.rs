@@ -1,25 +1,28 @@
-//! Takeover: turning a live, ordinary provider session into a supervised
-//! runtime in place, and the guard that keeps two processes off one
-//! provider session.
+//! Takeover: turning a live, ordinary provider process into a supervised
+//! runtime in place, on the same conversation, and the guard that keeps two
+//! processes off one conversation.
+//!
+//! A *conversation* is the provider's own session or thread (what its
+//! `--resume ID` names); a *session* is always ours, a supervised PTY.
 //!
 //! The order is the point (docs/takeover.md gives the reasons):
 //!
 //! 1. refuse when we descend from the target (we would kill ourselves),
 //!    when it belongs to another user, or when it is not the provider the
 //!    command names (`--force` overrides only this);
-//! 2. find the session the target is on, through the adapter, *before*
+//! 2. find the conversation the target is on, through the adapter, *before*
 //!    touching it — never "the most recent one", which another process may
-//!    have used since; when the adapter cannot tie the pid to one session,
-//!    refuse and list the candidates (`--session ID` says which);
+//!    have used since; when the adapter cannot tie the pid to one conversation,
+//!    refuse and list the candidates (`--conversation ID` says which);
 //! 3. end the target: SIGTERM, wait, SIGKILL, wait — nothing starts until it
 //!    is gone;
 //! 4. start the command in the target's working directory, its resume
-//!    pinned to the discovered session.
+//!    pinned to the discovered conversation.
 //!
-//! Provider knowledge — where a CLI keeps its sessions, how to tie a pid to
-//! one — comes from a [`SessionDiscovery`] (built-in code in the adapters
-//! crate); whether two processes on one session are harmful comes from the
-//! profile's `[session]`.
+//! Provider knowledge — where a CLI keeps its conversations, how to tie a pid to
+//! one — comes from a [`ConversationDiscovery`] (built-in code in the adapters
+//! crate); whether two processes on one conversation are harmful comes from the
+//! profile's `[conversation]`.
 
 pub mod launch;
 pub mod process;
@@ -39,7 +42,7 @@ pub enum TakeoverError {
     NoProcess(u32),
     #[error("process {0} is this command or one of its parents: ending it would end this command too; run the takeover from another terminal, or add --launch-terminal to open one")]
     Ancestor(u32),
-    #[error("process {0} belongs to another user; only your own sessions can be taken over")]
+    #[error("process {0} belongs to another user; only your own processes can be taken over")]
     ForeignUser(u32),
     #[error("process {pid} runs {program}, not {provider} (the command after --); check the pid, or add --force if it really is {provider}")]
     NotProvider {
@@ -48,29 +51,29 @@ pub enum TakeoverError {
         provider: String,
     },
     #[error(
-        "the {0} adapter cannot tell which session a process is on, so it cannot take one over"
+        "the {0} adapter cannot tell which conversation a process is on, so it cannot take one over"
     )]
     NoDiscovery(String),
     #[error(
-        "cannot tell which {provider} session process {pid} is on ({reason}); nothing was changed"
+        "cannot tell which {provider} conversation process {pid} is on ({reason}); nothing was changed"
     )]
     NotFound {
         pid: u32,
         provider: String,
         reason: String,
     },
-    #[error("process {pid} may be on any of these sessions: {}; say which with --session ID", list(.candidates))]
+    #[error("process {pid} may be on any of these conversations: {}; say which with --conversation ID", list(.candidates))]
     Ambiguous {
         pid: u32,
-        candidates: Vec<SessionCandidate>,
+        candidates: Vec<ConversationCandidate>,
     },
-    #[error("process {pid} is on session {found}, not {given}; nothing was changed")]
-    SessionMismatch {
+    #[error("process {pid} is on conversation {found}, not {given}; nothing was changed")]
+    ConversationMismatch {
         pid: u32,
         found: String,
         given: String,
     },
-    #[error("the command names session {named}, but process {pid} is on {found}; leave the session out of the command, and agent-comms pins it")]
+    #[error("the command names conversation {named}, but process {pid} is on {found}; leave the conversation out of the command, and agent-comms pins it")]
     CommandNamesOther {
         pid: u32,
         named: String,
@@ -80,19 +83,19 @@ pub enum TakeoverError {
     Signal { pid: u32, reason: String },
     #[error("process {0} is still running after SIGTERM and SIGKILL; nothing was started")]
     WillNotDie(u32),
-    #[error("session {id} is in use by process {pid}; to move it here safely: {takeover}; or add --allow-shared-session ({reason})")]
+    #[error("conversation {id} is in use by process {pid}; to move it here safely: {takeover}; or add --allow-shared-conversation ({reason})")]
     Collision {
         id: String,
         pid: u32,
         reason: String,
-        /// The takeover command that hands the session over.
+        /// The takeover command that hands the conversation over.
         takeover: String,
     },
     #[error("{0}")]
     Launch(String),
 }
 
-fn list(candidates: &[SessionCandidate]) -> String {
+fn list(candidates: &[ConversationCandidate]) -> String {
     candidates
         .iter()
         .map(|c| match &c.cwd {
@@ -103,9 +106,9 @@ fn list(candidates: &[SessionCandidate]) -> String {
         .join("; ")
 }
 
-/// A provider session a process may be on.
+/// A provider conversation a process may be on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SessionCandidate {
+pub struct ConversationCandidate {
     pub id: String,
     pub cwd: Option<String>,
     /// Why it is a candidate (which file said so).
@@ -115,10 +118,10 @@ pub struct SessionCandidate {
 /// What discovery found for one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Discovery {
-    Found(SessionCandidate),
+    Found(ConversationCandidate),
     /// It may be on any of these; a person must say which.
-    Ambiguous(Vec<SessionCandidate>),
-    /// Nothing ties it to a session (the reason says what was looked at).
+    Ambiguous(Vec<ConversationCandidate>),
+    /// Nothing ties it to a conversation (the reason says what was looked at).
     Nothing(String),
 }
 
@@ -157,13 +160,13 @@ impl ProviderEnv {
     }
 }
 
-/// Provider-specific session knowledge.
-pub trait SessionDiscovery: Send + Sync {
+/// Provider-specific conversation knowledge.
+pub trait ConversationDiscovery: Send + Sync {
     /// Whether `proc` marks itself as this provider (a pid file of its own).
     fn marks(&self, proc: &ProcessInfo, env: &ProviderEnv) -> bool;
-    /// The session `proc` is on.
+    /// The conversation `proc` is on.
     fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery;
-    /// Live processes on session `id` now.
+    /// Live processes on conversation `id` now.
     fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32>;
 }
 
@@ -171,10 +174,10 @@ pub trait SessionDiscovery: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub target: ProcessInfo,
-    pub session: SessionCandidate,
+    pub conversation: ConversationCandidate,
     /// Where the command starts: the target's working directory.
     pub cwd: PathBuf,
-    /// The command with its resume pinned to the session.
+    /// The command with its resume pinned to the conversation.
     pub argv: Vec<String>,
 }
 
@@ -183,14 +186,14 @@ pub struct Request<'a> {
     pub pid: u32,
     pub argv: &'a [String],
     pub profile: &'a Profile,
-    pub discovery: Option<&'a dyn SessionDiscovery>,
+    pub discovery: Option<&'a dyn ConversationDiscovery>,
     /// Skip the "is it the provider" check.
     pub force: bool,
-    /// The session, when the user says which.
-    pub session: Option<&'a str>,
+    /// The conversation, when the user says which.
+    pub conversation: Option<&'a str>,
 }
 
-/// Steps 1 and 2: every check, and the session found, without touching
+/// Steps 1 and 2: every check, and the conversation found, without touching
 /// the target.
 pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
     if process::is_self_or_ancestor(req.pid) {
@@ -212,17 +215,17 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
     let discovery = req
         .discovery
         .ok_or_else(|| TakeoverError::NoDiscovery(provider.clone()))?;
-    let session = choose_session(req, discovery.discover(&target, &env))?;
-    if let Some(named) = req.profile.named_session(req.argv) {
-        if named != session.id {
+    let conversation = choose_conversation(req, discovery.discover(&target, &env))?;
+    if let Some(named) = req.profile.named_conversation(req.argv) {
+        if named != conversation.id {
             return Err(TakeoverError::CommandNamesOther {
                 pid: req.pid,
                 named,
-                found: session.id,
+                found: conversation.id,
             });
         }
     }
-    let cwd = session
+    let cwd = conversation
         .cwd
         .as_ref()
         .map(PathBuf::from)
@@ -230,9 +233,9 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
         .or_else(|| target.cwd.clone())
         .unwrap_or_else(|| PathBuf::from("/"));
     Ok(Plan {
-        argv: req.profile.resume_session(req.argv, &session.id),
+        argv: req.profile.resume_conversation(req.argv, &conversation.id),
         target,
-        session,
+        conversation,
         cwd,
     })
 }
@@ -244,20 +247,23 @@ fn is_provider(req: &Request<'_>, target: &ProcessInfo, env: &ProviderEnv) -> bo
     req.profile.claims(&program)
         || req
             .profile
-            .session
+            .conversation
             .as_ref()
             .is_some_and(|s| s.markers.iter().any(|m| target.mentions(m)))
         || req.discovery.is_some_and(|d| d.marks(target, env))
 }
 
-/// The session to take over: the one discovered, which `--session` must
-/// match; or among ambiguous candidates, the one `--session` names; or,
-/// when nothing was found, the one `--session` names.
-fn choose_session(req: &Request<'_>, found: Discovery) -> Result<SessionCandidate, TakeoverError> {
+/// The conversation to take over: the one discovered, which `--conversation` must
+/// match; or among ambiguous candidates, the one `--conversation` names; or,
+/// when nothing was found, the one `--conversation` names.
+fn choose_conversation(
+    req: &Request<'_>,
+    found: Discovery,
+) -> Result<ConversationCandidate, TakeoverError> {
     let pid = req.pid;
-    match (found, req.session) {
+    match (found, req.conversation) {
         (Discovery::Found(found), Some(given)) if found.id != given => {
-            Err(TakeoverError::SessionMismatch {
+            Err(TakeoverError::ConversationMismatch {
                 pid,
                 found: found.id,
                 given: given.to_owned(),
@@ -270,10 +276,10 @@ fn choose_session(req: &Request<'_>, found: Discovery) -> Result<SessionCandidat
                 None => Err(TakeoverError::Ambiguous { pid, candidates }),
             }
         }
-        (Discovery::Nothing(_), Some(given)) => Ok(SessionCandidate {
+        (Discovery::Nothing(_), Some(given)) => Ok(ConversationCandidate {
             id: given.to_owned(),
             cwd: None,
-            detail: "given with --session".into(),
+            detail: "given with --conversation".into(),
         }),
         (Discovery::Nothing(reason), None) => Err(TakeoverError::NotFound {
             pid,
@@ -283,14 +289,14 @@ fn choose_session(req: &Request<'_>, found: Discovery) -> Result<SessionCandidat
     }
 }
 
-/// The collision guard: refuses to start a provider on session `id` while a
+/// The collision guard: refuses to start a provider on conversation `id` while a
 /// live process (other than `except`) holds it, unless the adapter says two
 /// are harmless or the user allows it. Returns a note to show when sharing
-/// goes ahead. `takeover` makes the command that would hand the session
+/// goes ahead. `takeover` makes the command that would hand the conversation
 /// over instead, given the holder's pid.
 pub fn guard(
     profile: &Profile,
-    discovery: &dyn SessionDiscovery,
+    discovery: &dyn ConversationDiscovery,
     id: &str,
     env: &ProviderEnv,
     allow_shared: bool,
@@ -306,19 +312,19 @@ pub fn guard(
         return Ok(None);
     };
     let sharing = profile
-        .session
+        .conversation
         .as_ref()
         .map(|s| (s.shared, s.shared_reason.clone()))
         .unwrap_or((
             Sharing::Refuse,
-            "two processes on one session diverge".into(),
+            "two processes on one conversation diverge".into(),
         ));
     match sharing {
         (Sharing::Allow, reason) => Ok(Some(format!(
-            "session {id} is also open in process {pid}; {reason}"
+            "conversation {id} is also open in process {pid}; {reason}"
         ))),
         (Sharing::Refuse, reason) if allow_shared => Ok(Some(format!(
-            "session {id} is also open in process {pid} (--allow-shared-session): {reason}"
+            "conversation {id} is also open in process {pid} (--allow-shared-conversation): {reason}"
         ))),
         (Sharing::Refuse, reason) => Err(TakeoverError::Collision {
             id: id.to_owned(),

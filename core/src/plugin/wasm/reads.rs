@@ -1,7 +1,7 @@
 //! The files a Wasm plugin may read: those its profile lists in
 //! `plugin_reads`, and nothing else.
 //!
-//! Session discovery needs a provider's own state files (Claude Code's
+//! Conversation discovery needs a provider's own state files (Claude Code's
 //! `~/.claude/sessions/<pid>.json`, say), so an entry's last path component
 //! may hold `*` wildcards. A request is checked twice: as written (no `.`
 //! or `..` components, parent and name must match an entry) and after

@@ -1,11 +1,13 @@
-//! Session discovery for the real provider CLIs: code, because no profile
+//! Conversation discovery for the real provider CLIs: code, because no profile
 //! can say "read `~/.claude/sessions/<pid>.json`" or "match a log's run tag
 //! to a process's start time".
 //!
-//! Each discoverer ties a live process to the one session it is on from
+//! A *conversation* is the provider's own session or thread (what its
+//! `--resume ID` names), not one of our supervised sessions. Each
+//! discoverer ties a live process to the one conversation it is on from
 //! files the provider itself keeps (docs/providers.md says which), and
-//! finds the live processes holding a session (for the collision guard).
-//! None of them ever picks "the most recently used session": another
+//! finds the live processes holding a conversation (for the collision
+//! guard). None of them ever picks "the most recently used" one: another
 //! process may have used the same directory since.
 
 mod claude;
@@ -16,11 +18,11 @@ use std::path::{Path, PathBuf};
 
 use agent_comms_core::adapter::Profile;
 use agent_comms_core::takeover::process::{my_processes, ProcessInfo};
-use agent_comms_core::takeover::{Discovery, ProviderEnv, SessionDiscovery};
+use agent_comms_core::takeover::{ConversationDiscovery, Discovery, ProviderEnv};
 
-/// The discoverer a profile names in `[session] discovery`.
-pub fn discovery_for(profile: &Profile) -> Option<Box<dyn SessionDiscovery>> {
-    let name = profile.session.as_ref()?.discovery.as_deref()?;
+/// The discoverer a profile names in `[conversation] discovery`.
+pub fn discovery_for(profile: &Profile) -> Option<Box<dyn ConversationDiscovery>> {
+    let name = profile.conversation.as_ref()?.discovery.as_deref()?;
     match name {
         "claude-code" => Some(Box::new(claude::Claude)),
         "codex" => Some(Box::new(codex::Codex)),
@@ -29,7 +31,7 @@ pub fn discovery_for(profile: &Profile) -> Option<Box<dyn SessionDiscovery>> {
     }
 }
 
-/// The names `[session] discovery` accepts.
+/// The names `[conversation] discovery` accepts.
 pub const DISCOVERIES: &[&str] = &["claude-code", "codex", "opencode"];
 
 /// `$VAR` if set, else `$HOME/<rest>`.
@@ -39,10 +41,10 @@ fn dir_from(env: &ProviderEnv, var: &str, rest: &str) -> PathBuf {
         .unwrap_or_else(|| env.home().join(rest))
 }
 
-/// Live processes of this user running `program` whose discovered session
+/// Live processes of this user running `program` whose discovered conversation
 /// is `id` (for providers that keep no per-pid marker). The process table
 /// is read once and handed to every discovery, which looks for rivals in it.
-fn live_on_session(
+fn live_on_conversation(
     program: &str,
     id: &str,
     env: &ProviderEnv,

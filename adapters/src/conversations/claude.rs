@@ -1,12 +1,12 @@
 //! Claude Code: from start-up it keeps `~/.claude/sessions/<pid>.json`
 //! (`pid`, `sessionId`, `cwd`, `status`), removed on exit — an exact tie
-//! from pid to session, and the provider's own pid marker.
+//! from pid to conversation, and the provider's own pid marker.
 
 use std::path::PathBuf;
 
 use agent_comms_core::session::pid_alive;
 use agent_comms_core::takeover::{
-    Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
+    ConversationCandidate, ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv,
 };
 
 use super::{dir_from, files_ending};
@@ -25,7 +25,7 @@ fn read(path: &std::path::Path) -> Option<(u32, String, Option<String>)> {
     Some((pid, id, v["cwd"].as_str().map(str::to_owned)))
 }
 
-impl SessionDiscovery for Claude {
+impl ConversationDiscovery for Claude {
     fn marks(&self, proc: &ProcessInfo, env: &ProviderEnv) -> bool {
         sessions_dir(env)
             .join(format!("{}.json", proc.pid))
@@ -35,7 +35,7 @@ impl SessionDiscovery for Claude {
     fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
         let path = sessions_dir(env).join(format!("{}.json", proc.pid));
         match read(&path) {
-            Some((pid, id, cwd)) if pid == proc.pid => Discovery::Found(SessionCandidate {
+            Some((pid, id, cwd)) if pid == proc.pid => Discovery::Found(ConversationCandidate {
                 id,
                 cwd,
                 detail: path.display().to_string(),

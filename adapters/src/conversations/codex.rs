@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use agent_comms_core::takeover::process::my_processes;
 use agent_comms_core::takeover::{
-    Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
+    ConversationCandidate, ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv,
 };
 
-use super::{dir_from, files_ending, live_on_session, modified_ms, rival_started};
+use super::{dir_from, files_ending, live_on_conversation, modified_ms, rival_started};
 
 pub struct Codex;
 
@@ -80,7 +80,7 @@ impl Codex {
                 proc.pid
             ));
         };
-        let candidate = |(at, id): &(u64, String)| SessionCandidate {
+        let candidate = |(at, id): &(u64, String)| ConversationCandidate {
             cwd: rollout_cwd(&home, id),
             detail: format!(
                 "lock written {}",
@@ -99,7 +99,7 @@ impl Codex {
     }
 }
 
-impl SessionDiscovery for Codex {
+impl ConversationDiscovery for Codex {
     fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
         false
     }
@@ -109,6 +109,6 @@ impl SessionDiscovery for Codex {
     }
 
     fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
-        live_on_session("codex", id, env, |p, e, all| self.discover_among(p, e, all))
+        live_on_conversation("codex", id, env, |p, e, all| self.discover_among(p, e, all))
     }
 }

@@ -12,11 +12,11 @@ use std::path::PathBuf;
 
 use agent_comms_core::takeover::process::my_processes;
 use agent_comms_core::takeover::{
-    Discovery, ProcessInfo, ProviderEnv, SessionCandidate, SessionDiscovery,
+    ConversationCandidate, ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv,
 };
 use agent_comms_core::time::unix_millis_from_iso;
 
-use super::{files_ending, live_on_session, rival_started};
+use super::{files_ending, live_on_conversation, rival_started};
 
 pub struct OpenCode;
 
@@ -34,8 +34,8 @@ fn log_dir(env: &ProviderEnv) -> PathBuf {
 #[derive(Default)]
 struct Run {
     first_ms: u64,
-    /// Sessions in the order it last used them.
-    sessions: Vec<String>,
+    /// Conversations (opencode's sessions) in the order it last used them.
+    conversations: Vec<String>,
 }
 
 /// Every run in every log file, by tag.
@@ -46,14 +46,14 @@ fn runs(env: &ProviderEnv) -> BTreeMap<String, Run> {
             continue;
         };
         for line in text.lines() {
-            let (mut at, mut tag, mut session) = (None, None, None);
+            let (mut at, mut tag, mut conversation) = (None, None, None);
             for word in line.split_whitespace() {
                 if let Some(t) = word.strip_prefix("timestamp=") {
                     at = unix_millis_from_iso(t);
                 } else if let Some(t) = word.strip_prefix("run=") {
                     tag = Some(t);
                 } else if let Some(s) = word.strip_prefix("session.id=") {
-                    session = Some(s);
+                    conversation = Some(s);
                 }
             }
             let (Some(at), Some(tag)) = (at, tag) else {
@@ -64,9 +64,9 @@ fn runs(env: &ProviderEnv) -> BTreeMap<String, Run> {
                 ..Run::default()
             });
             run.first_ms = run.first_ms.min(at);
-            if let Some(s) = session {
-                run.sessions.retain(|x| x != s);
-                run.sessions.push(s.to_owned());
+            if let Some(s) = conversation {
+                run.conversations.retain(|x| x != s);
+                run.conversations.push(s.to_owned());
             }
         }
     }
@@ -88,7 +88,7 @@ impl OpenCode {
             .collect();
         after.sort_by_key(|(_, r)| r.first_ms);
         let cwd = proc.cwd.as_ref().map(|d| d.display().to_string());
-        let candidate = |tag: &str, id: &str| SessionCandidate {
+        let candidate = |tag: &str, id: &str| ConversationCandidate {
             id: id.to_owned(),
             cwd: cwd.clone(),
             detail: format!("log run {tag}"),
@@ -106,20 +106,20 @@ impl OpenCode {
             return Discovery::Ambiguous(
                 after
                     .iter()
-                    .filter_map(|(tag, r)| Some(candidate(tag, r.sessions.last()?)))
+                    .filter_map(|(tag, r)| Some(candidate(tag, r.conversations.last()?)))
                     .collect(),
             );
         }
-        match run.sessions.last() {
+        match run.conversations.last() {
             Some(id) => Discovery::Found(candidate(tag, id)),
             None => Discovery::Nothing(format!(
-                "log run {tag} names no session yet (opencode names one with its first prompt)"
+                "log run {tag} names no conversation yet (opencode names one with its first prompt)"
             )),
         }
     }
 }
 
-impl SessionDiscovery for OpenCode {
+impl ConversationDiscovery for OpenCode {
     fn marks(&self, _proc: &ProcessInfo, _env: &ProviderEnv) -> bool {
         false
     }
@@ -129,7 +129,7 @@ impl SessionDiscovery for OpenCode {
     }
 
     fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32> {
-        live_on_session("opencode", id, env, |p, e, all| {
+        live_on_conversation("opencode", id, env, |p, e, all| {
             self.discover_among(p, e, all)
         })
     }
