@@ -469,7 +469,7 @@ fn messages(bench: &Bench, repo: &Path) -> Vec<Row> {
                 "`send --wait` returned, but message {id} is {}",
                 inv.status
             );
-            expected.push(notification(&inv));
+            expected.push(notification(&inv)?);
             let text = format!("bench text {i} typed by runtime deliver");
             let mut cmd = project.agent_comms(bench);
             cmd.args(["runtime", "deliver", "--id", RECEIVER, "--json", &text]);
@@ -608,7 +608,10 @@ impl Tally {
         let (_, listed) = project.list(bench, &["--status", "DELIVERED"])?;
         let submits = log.submits()?;
         let texts: Vec<&str> = submits.iter().map(|s| s.text.as_str()).collect();
-        let expected: Vec<String> = queued.iter().map(notification).collect();
+        let expected = queued
+            .iter()
+            .map(notification)
+            .collect::<Result<Vec<String>, _>>()?;
         let mut distinct = texts.clone();
         distinct.sort_unstable();
         distinct.dedup();

@@ -6,7 +6,8 @@
 //! uses only those above it in this list (docs/architecture.md#the-layers-of-core
 //! draws the graph and says where each behaviour lives):
 //!
-//! - [`time`], [`keys`], [`ids`]: UTC timestamps, named keys, random ids.
+//! - [`time`], [`keys`], [`ids`], [`display`]: UTC timestamps, named keys,
+//!   random and validated ids, untrusted text escaped for a terminal.
 //! - [`regular_file`]: reading the files configuration names, bounded and
 //!   never blocking.
 //! - [`os`]: what differs between Unix and Windows, behind one interface
@@ -39,6 +40,7 @@ pub mod cells;
 pub mod client;
 pub mod control;
 pub mod delivery;
+pub mod display;
 pub mod ids;
 pub mod keys;
 pub mod os;

@@ -82,6 +82,22 @@ impl From<SessionName> for String {
     }
 }
 
+/// A runtime id: an [`crate::ids::Id`] that is also a session name (a runtime is served
+/// as the supervised session of the same name, which adds the session
+/// rule's own refusal of `.` and `..`).
+pub fn runtime_id(value: &str) -> Result<SessionName, RuntimeIdError> {
+    crate::ids::Id::parse(crate::ids::IdKind::Runtime, value)?;
+    Ok(SessionName::parse(value)?)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeIdError {
+    #[error(transparent)]
+    Id(#[from] crate::ids::IdError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
 /// What started a session; `session ls` shows it and `k ls` keeps only cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -253,6 +269,14 @@ mod tests {
         for bad in ["", ".", "..", "a..b", "a/b", "a b", "é", "a\n"] {
             assert!(SessionName::parse(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn runtime_ids_follow_both_the_id_and_the_session_rule() {
+        assert_eq!(runtime_id("bob-2").unwrap().as_str(), "bob-2");
+        assert!(runtime_id("..").is_err());
+        let long = runtime_id(&"x".repeat(129)).unwrap_err().to_string();
+        assert!(long.contains(crate::ids::ID_RULE), "{long}");
     }
 
     #[cfg(unix)]

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use agent_comms_core::adapter::check::{run_plugin_samples, run_samples, PluginSampleResult};
 use agent_comms_core::adapter::{Entry, Profile};
+use agent_comms_core::display::one_line as line;
 use agent_comms_core::plugin::{PluginError, PluginInfo};
 use agent_comms_core::regular_file::{read_text, MAX_PROFILE_BYTES};
 use anyhow::{bail, Context};
@@ -113,21 +114,21 @@ fn list(json: bool) -> anyhow::Result<i32> {
         };
         println!(
             "{:<14} {:<7} {:<6} {:<8} {:<10} {:<28} {}",
-            e.profile.name,
+            line(&e.profile.name),
             e.form().as_str(),
             kind,
-            e.profile.version,
-            e.profile.checked.as_deref().unwrap_or("-"),
-            e.profile.commands.join(","),
-            e.source.display()
+            line(&e.profile.version),
+            line(e.profile.checked.as_deref().unwrap_or("-")),
+            line(&e.profile.commands.join(",")),
+            line(&e.source.display().to_string())
         );
     }
     for c in registry.conflicts() {
         println!(
             "note: '{}' is claimed by {} (used) and by {}",
-            c.program,
-            c.winner,
-            c.others.join(", ")
+            line(&c.program),
+            line(&c.winner),
+            line(&c.others.join(", "))
         );
     }
     for d in registry.diagnostics() {
@@ -273,12 +274,16 @@ fn report_check(
             return;
         }
     };
-    println!("valid: {} {} ({})", profile.name, profile.version, shown);
+    println!(
+        "valid: {} {} ({shown})",
+        line(&profile.name),
+        line(&profile.version)
+    );
     for r in results {
         let mark = if r.passed() { "ok  " } else { "FAIL" };
         println!(
             "{mark} sample '{}': expected {}, got {}",
-            r.name,
+            line(&r.name),
             r.expected.as_str(),
             r.got.as_str()
         );
@@ -308,8 +313,8 @@ fn report_plugin(plugin: &PluginCheck) {
     let info = &checked.info;
     println!(
         "plugin: {} {} ({}, {}; {})",
-        info.name,
-        info.version,
+        line(&info.name),
+        line(&info.version),
         plugin.form,
         plugin.path.display(),
         checked.load
@@ -319,14 +324,15 @@ fn report_plugin(plugin: &PluginCheck) {
         match &r.got {
             Ok(got) => println!(
                 "{mark} sample '{}': expected {}, plugin got {}",
-                r.name,
+                line(&r.name),
                 r.expected.as_str(),
                 got.as_str()
             ),
             Err(e) => println!(
-                "{mark} sample '{}': expected {}, plugin failed: {e}",
-                r.name,
-                r.expected.as_str()
+                "{mark} sample '{}': expected {}, plugin failed: {}",
+                line(&r.name),
+                r.expected.as_str(),
+                line(&e.to_string())
             ),
         }
     }

@@ -6,6 +6,8 @@ use agent_comms_core::adapter::monitor::Classifier;
 use agent_comms_core::client::attach::{stream, StreamEnd, DEFAULT_DETACH_KEY};
 use agent_comms_core::client::{Client, ClientError};
 use agent_comms_core::control::{store_path, ControlError};
+use agent_comms_core::display;
+use agent_comms_core::ids::Id;
 use agent_comms_core::keys::key_bytes;
 use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::pty::{size, SpawnSpec};
@@ -56,7 +58,7 @@ enum Command {
     /// runtime's prompt when idle (as the acting agent).
     Send(super::messages::SendArgs),
     /// Messages between agents: list, show (with body and evidence),
-    /// redeliver. (`invocation` is an alias: the store calls a stored
+    /// redeliver, cancel. (`invocation` is an alias: the store calls a stored
     /// message an invocation, and its ids start with `inv_`.)
     #[command(subcommand, visible_alias = "invocation")]
     Message(super::messages::MessageCommand),
@@ -223,12 +225,15 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
+    // The actor is typed into other agents' prompts (it names a message's
+    // sender): held to the id rule before anything else happens.
+    let actor = cli.actor.as_deref().map(Id::agent).transpose()?;
     match cli.command {
         Command::Session(cmd) => session(cmd),
         Command::Adapters(cmd) => super::adapters::run(cmd),
-        Command::Runtime(cmd) => super::runtime::run(cmd, cli.actor),
-        Command::Send(args) => super::messages::send(args, cli.actor),
-        Command::Message(cmd) => super::messages::message(cmd),
+        Command::Runtime(cmd) => super::runtime::run(cmd, actor),
+        Command::Send(args) => super::messages::send(args, actor),
+        Command::Message(cmd) => super::messages::message(cmd, actor),
         Command::Doctor { json } => super::doctor::run(json),
         Command::Store(cmd) => super::store::run(cmd),
     }
@@ -452,7 +457,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
                 i.record.pid,
                 i.clients,
                 i.record.started,
-                i.record.command
+                display::one_line(&i.record.command)
             );
         }
     }

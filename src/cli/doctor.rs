@@ -2,6 +2,7 @@
 
 use agent_comms_core::control::doctor::{examine, store_findings, version_findings, Severity};
 use agent_comms_core::control::{host::host_id, open_store, store_path};
+use agent_comms_core::display;
 use agent_comms_core::time::unix_millis;
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
@@ -24,9 +25,16 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
                 Severity::Error => "error",
                 Severity::Warning => "warning",
             };
-            println!("{level} {} {}: {}", f.code, f.subject, f.message);
+            // Subjects and messages quote store rows and screens: escaped,
+            // except the line breaks a finding lays out itself.
+            println!(
+                "{level} {} {}: {}",
+                f.code,
+                display::one_line(&f.subject),
+                display::block(&f.message)
+            );
             if let Some(repair) = &f.repair {
-                println!("    repair: {repair}");
+                println!("    repair: {}", display::one_line(repair));
             }
         }
     }

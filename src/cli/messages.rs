@@ -1,12 +1,16 @@
 //! `agent-comms send` and `agent-comms message …` (alias `invocation`):
-//! messages between agents.
+//! messages between agents. Every field from the store is printed through
+//! [`display`]: a body or a sender name is someone else's text.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_comms_core::control::messages::{self, InvocationView};
+use agent_comms_core::control::messages::{self, InvocationView, Nudged};
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
-use agent_comms_core::store::{InvocationFilter, InvocationStatus, Store};
+use agent_comms_core::display;
+use agent_comms_core::ids::Id;
+use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, Store};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 
@@ -43,11 +47,16 @@ pub enum MessageCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show a message with its body and every delivery attempt.
+    /// Show a message with its body and every delivery attempt. Control
+    /// characters from the store are shown escaped (`\x1b`).
     Show {
         id: String,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "raw")]
         json: bool,
+        /// Print only the body, exactly as it was sent (escape sequences
+        /// and all).
+        #[arg(long)]
+        raw: bool,
     },
     /// Queue a message for delivery again and nudge its runtime.
     Redeliver {
@@ -56,12 +65,20 @@ pub enum MessageCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Take a waiting message (PENDING, UNAVAILABLE or FAILED) out of its
+    /// agent's queue for good: it becomes FAILED, "cancelled by ACTOR".
+    Cancel {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-pub fn send(args: SendArgs, actor: Option<String>) -> anyhow::Result<i32> {
+pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
     let from = actor.ok_or(ControlError::NoActor {
         what: "send a message".into(),
     })?;
+    let to = Id::agent(&args.to)?;
     let body = match (&args.body_file, args.text) {
         (Some(path), _) => {
             let bytes = std::fs::read(path)
@@ -82,44 +99,109 @@ pub fn send(args: SendArgs, actor: Option<String>) -> anyhow::Result<i32> {
         &store,
         &host_id()?,
         &from,
-        &args.to,
+        &to,
         &body,
         args.wait.map(Duration::from_secs),
     )?;
     let inv = store
         .invocation(&sent.invocation.id)?
         .unwrap_or(sent.invocation);
-    let view = InvocationView::new(&inv);
     if args.json {
-        println!("{}", serde_json::to_string(&view)?);
-    } else {
-        let how = match (&sent.nudged, inv.status) {
-            (_, InvocationStatus::Delivered) => "delivered".to_owned(),
-            (_, InvocationStatus::Unavailable) => {
-                format!("unavailable: {}", inv.reason.as_deref().unwrap_or(""))
-            }
-            (Some(runtime), _) => format!("queued; runtime {runtime} was nudged"),
-            (None, _) => format!(
-                "queued; agent {} has no runtime online, it is delivered when one starts",
-                inv.to
-            ),
-        };
-        println!("{} to {}: {how}", inv.id, inv.to);
+        println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
     }
-    let failed = args.wait.is_some() && inv.status != InvocationStatus::Delivered;
-    Ok(if failed { 1 } else { 0 })
+    let waited = args
+        .wait
+        .filter(|_| inv.status != InvocationStatus::Delivered);
+    if let Some(secs) = waited {
+        // The wait ran out or the attempt failed: say what was waited for,
+        // where the message stands and what to do.
+        eprintln!(
+            "agent-comms: {}",
+            wait_ended(&inv, sent.nudge.as_ref(), secs)
+        );
+        return Ok(1);
+    }
+    if !args.json {
+        println!(
+            "{} to {}: {}",
+            inv.id,
+            inv.to,
+            how_sent(&inv, sent.nudge.as_ref())
+        );
+    }
+    Ok(0)
 }
 
-pub fn message(cmd: MessageCommand) -> anyhow::Result<i32> {
+/// What became of a message just stored, for its one line.
+fn how_sent(inv: &Invocation, nudge: Option<&(String, Nudged)>) -> String {
+    let reason = || display::one_line(inv.reason.as_deref().unwrap_or("")).into_owned();
+    match (nudge, inv.status) {
+        (_, InvocationStatus::Delivered) => "delivered".to_owned(),
+        (_, InvocationStatus::Unavailable) => format!("unavailable: {}", reason()),
+        (Some((runtime, Nudged::Unreachable(why))), _) => format!(
+            "queued; runtime {runtime} could not be reached ({}); the message waits in the store and is delivered when the runtime is back",
+            display::one_line(why)
+        ),
+        (Some((runtime, _)), _) => format!("queued; runtime {runtime} was nudged"),
+        (None, _) => format!(
+            "queued; agent {} has no runtime online, it is delivered when one starts",
+            inv.to
+        ),
+    }
+}
+
+/// Why `send --wait SECS` ends without a delivery, where the message
+/// stands, and the next step.
+fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> String {
+    let id = &inv.id;
+    let what = match nudge {
+        Some((runtime, Nudged::Woken(Some(_)))) => {
+            format!("the delivery attempt by runtime {runtime} did not deliver {id}")
+        }
+        Some((runtime, Nudged::Woken(None) | Nudged::NoOutcome(_))) => {
+            format!("waited {secs} s for runtime {runtime} to deliver {id}")
+        }
+        Some((runtime, Nudged::Unreachable(why))) => format!(
+            "did not wait: runtime {runtime} could not be reached ({})",
+            display::one_line(why)
+        ),
+        None => format!(
+            "did not wait: agent {} has no runtime online here to deliver {id}",
+            inv.to
+        ),
+    };
+    let reason = inv
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({})", display::one_line(r)))
+        .unwrap_or_default();
+    let next = match inv.status {
+        InvocationStatus::Delivering => {
+            "its runtime is still on it, typing it once the program is idle".to_owned()
+        }
+        InvocationStatus::Pending => "it stays queued and is tried again".to_owned(),
+        InvocationStatus::Failed => {
+            format!("it was given up; to try again: agent-comms message redeliver --id {id}")
+        }
+        _ => "it is not delivered from here".to_owned(),
+    };
+    format!(
+        "{what}; it is {}{reason}: {next}; follow it with: agent-comms message show {id} (or take it back: agent-comms message cancel {id})",
+        inv.status
+    )
+}
+
+pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     let store = open_store()?;
     match cmd {
         MessageCommand::List { status, to, json } => {
             let status = status.map(|s| s.parse::<InvocationStatus>()).transpose()?;
+            let to = to.as_deref().map(Id::agent).transpose()?;
             let views = messages::list(
                 &store,
                 &InvocationFilter {
                     status,
-                    to: to.as_deref(),
+                    to: to.as_ref().map(Id::as_str),
                 },
             )?;
             if json {
@@ -134,9 +216,9 @@ pub fn message(cmd: MessageCommand) -> anyhow::Result<i32> {
                 for v in &views {
                     println!(
                         "{:<17} {:<12} {:<12} {:<11} {:<24} {}",
-                        v.id,
-                        v.from,
-                        v.to,
+                        display::one_line(&v.id),
+                        display::one_line(&v.from),
+                        display::one_line(&v.to),
                         v.status.to_string(),
                         v.created,
                         v.delivered.as_deref().unwrap_or("-")
@@ -144,51 +226,77 @@ pub fn message(cmd: MessageCommand) -> anyhow::Result<i32> {
                 }
             }
         }
-        MessageCommand::Show { id, json } => {
-            let view = messages::show(&store, &id)?;
+        MessageCommand::Show { id, json, raw } => {
+            let view = messages::show(&store, &Id::message(&id)?)?;
             if json {
                 println!("{}", serde_json::to_string(&view)?);
+            } else if raw {
+                let body = view.body.as_deref().unwrap_or_default();
+                std::io::stdout().write_all(body.as_bytes())?;
             } else {
                 print_full(&view);
             }
         }
         MessageCommand::Redeliver { id, json } => {
-            let inv = messages::redeliver(&store, &host_id()?, &id)?;
+            let inv = messages::redeliver(&store, &host_id()?, &Id::message(&id)?)?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {
-                println!("{} queued for delivery to {} again", inv.id, inv.to);
+                let to = display::one_line(&inv.to);
+                println!("{} queued for delivery to {to} again", inv.id);
+            }
+        }
+        MessageCommand::Cancel { id, json } => {
+            let inv = messages::cancel(&store, &Id::message(&id)?, actor.as_ref())?;
+            if json {
+                println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
+            } else {
+                let reason = display::one_line(inv.reason.as_deref().unwrap_or_default());
+                println!(
+                    "{} to {}: FAILED, {reason}",
+                    inv.id,
+                    display::one_line(&inv.to)
+                );
             }
         }
     }
     Ok(0)
 }
 
+/// Every field from the store escaped; the body keeps its line breaks.
 fn print_full(v: &InvocationView) {
-    println!("id:        {}", v.id);
-    println!("from:      {}", v.from);
-    println!("to:        {}", v.to);
+    let line = display::one_line;
+    println!("id:        {}", line(&v.id));
+    println!("from:      {}", line(&v.from));
+    println!("to:        {}", line(&v.to));
     println!("status:    {}", v.status);
     println!("created:   {}", v.created);
     if let Some(d) = &v.delivered {
         println!("delivered: {d}");
     }
     if let Some(r) = &v.reason {
-        println!("reason:    {r}");
+        println!("reason:    {}", line(r));
     }
     for a in v.delivery_attempts.iter().flatten() {
         let what = match &a.evidence {
             Some(e) => format!(
                 "echoed {}, entered {}, submitted {} ({} Enter, {})",
-                e.echoed, e.entered, e.submitted, e.enter_presses, e.style
+                e.echoed,
+                e.entered,
+                e.submitted,
+                e.enter_presses,
+                line(&e.style)
             ),
-            None => a.reason.clone().unwrap_or_default(),
+            None => line(a.reason.as_deref().unwrap_or_default()).into_owned(),
         };
         println!(
             "attempt {} via {} at {}: {} {what}",
-            a.id, a.runtime, a.started, a.outcome
+            a.id,
+            line(&a.runtime),
+            a.started,
+            a.outcome
         );
     }
     println!();
-    println!("{}", v.body.as_deref().unwrap_or(""));
+    println!("{}", display::block(v.body.as_deref().unwrap_or("")));
 }

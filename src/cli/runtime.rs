@@ -12,7 +12,9 @@ use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, D
 use agent_comms_core::control::start::TakeoverOptions;
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
 use agent_comms_core::delivery::{validate, DeliveryOptions, DEFAULT_TIMEOUT_MS};
-use agent_comms_core::session::SessionName;
+use agent_comms_core::display;
+use agent_comms_core::ids::{Id, IdKind};
+use agent_comms_core::session::{runtime_id, SessionName};
 use agent_comms_core::socket::protocol::{Request, Response};
 use agent_comms_core::socket::ForeignEndpoint;
 use agent_comms_core::store::{RuntimeStatus, Store};
@@ -157,14 +159,22 @@ pub struct DeliverArgs {
     json: bool,
 }
 
-pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
+pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
+    let actor = actor.as_ref().map(Id::as_str);
     match cmd {
         RuntimeCommand::InteractiveServe(args) => interactive_serve(args, actor),
         RuntimeCommand::BindConversation {
             id,
             conversation,
             json,
-        } => bind(&id, conversation.as_deref(), json),
+        } => {
+            let conversation = conversation.as_deref().map(conversation_id).transpose()?;
+            bind(
+                &runtime_id(&id)?,
+                conversation.as_ref().map(Id::as_str),
+                json,
+            )
+        }
         RuntimeCommand::Configure {
             id,
             kind,
@@ -174,8 +184,8 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
         } => configure_runtime(
             &id,
             &Configure {
-                id: &SessionName::parse(&id)?,
-                agent: actor.as_deref(),
+                id: &runtime_id(&id)?,
+                agent: actor,
                 kind: kind.as_deref(),
                 connector: connector.as_deref(),
                 max_concurrent,
@@ -183,19 +193,30 @@ pub fn run(cmd: RuntimeCommand, actor: Option<String>) -> anyhow::Result<i32> {
             json,
         ),
         RuntimeCommand::List { json } => list(json),
-        RuntimeCommand::Show { id, json } => show(&id, json),
-        RuntimeCommand::Deliver { id, options, text } => deliver(&id, options, text),
+        RuntimeCommand::Show { id, json } => show(runtime_id(&id)?.as_str(), json),
+        RuntimeCommand::Deliver { id, options, text } => {
+            deliver(runtime_id(&id)?.as_str(), options, text)
+        }
     }
 }
 
-fn interactive_serve(args: ServeArgs, actor: Option<String>) -> anyhow::Result<i32> {
+/// A conversation id given on the command line: it becomes part of the
+/// provider's command line on resume.
+fn conversation_id(value: &str) -> Result<Id, agent_comms_core::ids::IdError> {
+    Id::parse(IdKind::Conversation, value)
+}
+
+fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
     if args.launch_terminal {
         return relaunch_in_terminal();
     }
     if args.heartbeat_ms == 0 {
         bail!("--heartbeat-ms must be above 0");
     }
-    let id = SessionName::parse(&args.id)?;
+    let id = runtime_id(&args.id)?;
+    if let Some(conversation) = &args.conversation {
+        conversation_id(conversation)?;
+    }
     let registry = agent_comms_adapters::registry();
     let adapter = match &args.provider {
         Some(name) => match registry.get(name) {
@@ -220,7 +241,7 @@ fn interactive_serve(args: ServeArgs, actor: Option<String>) -> anyhow::Result<i
     let code = serve(
         Box::new(store),
         ServeOptions {
-            agent: actor.unwrap_or_else(|| id.to_string()),
+            agent: actor.map_or_else(|| id.to_string(), str::to_owned),
             id,
             host: host_id()?,
             adapter,
@@ -241,7 +262,8 @@ fn interactive_serve(args: ServeArgs, actor: Option<String>) -> anyhow::Result<i
     Ok(code)
 }
 
-fn bind(id: &str, conversation: Option<&str>, json: bool) -> anyhow::Result<i32> {
+fn bind(id: &SessionName, conversation: Option<&str>, json: bool) -> anyhow::Result<i32> {
+    let id = id.as_str();
     let store = open_store()?;
     let registry = agent_comms_adapters::registry();
     let bound = bind_conversation(&store, &host_id()?, id, conversation, |provider| {
@@ -254,6 +276,7 @@ fn bind(id: &str, conversation: Option<&str>, json: bool) -> anyhow::Result<i32>
         let line = serde_json::json!({"id": id, "conversation_id": bound, "session_id": bound});
         println!("{line}");
     } else {
+        let bound = display::one_line(&bound);
         println!("runtime {id} is bound to conversation {bound}");
     }
     Ok(0)
@@ -269,7 +292,10 @@ fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result
     } else {
         println!(
             "runtime {id} configured: agent {}, kind {}, connector {}, max-concurrent {}, this host",
-            view.agent, view.kind, view.connector, view.max_concurrent
+            display::one_line(&view.agent),
+            display::one_line(&view.kind),
+            display::one_line(&view.connector),
+            view.max_concurrent
         );
     }
     Ok(0)
@@ -299,12 +325,12 @@ fn list(json: bool) -> anyhow::Result<i32> {
     for v in &views {
         println!(
             "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} {}",
-            v.id,
-            v.agent,
+            display::one_line(&v.id),
+            display::one_line(&v.agent),
             v.status.to_string(),
             v.pid.map_or_else(|| "-".into(), |p| p.to_string()),
             v.last_heartbeat.as_deref().unwrap_or("-"),
-            v.provider.as_deref().unwrap_or("-"),
+            display::one_line(v.provider.as_deref().unwrap_or("-")),
             if v.local { "this host" } else { "other host" }
         );
     }
@@ -370,7 +396,7 @@ fn show(id: &str, json: bool) -> anyhow::Result<i32> {
     for (k, v) in fields.iter().filter(|(k, _)| *k != "session_id") {
         let v = match v {
             serde_json::Value::Null => "-".to_owned(),
-            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::String(s) => display::one_line(s).into_owned(),
             other => other.to_string(),
         };
         println!("{k:<15} {v}");

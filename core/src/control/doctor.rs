@@ -3,16 +3,24 @@
 //! repair (reconfiguring a runtime, redelivering a message) is a decision a
 //! person should see being made.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
+use super::messages::notification;
 use super::readable::{self, ScreenReading};
 use super::registration::{effective_status, heartbeat_stale, repair_command, INTERACTIVE};
 use super::ControlError;
 use crate::adapter::command::on_path;
 use crate::adapter::profile::{Kind, ProfileError};
 use crate::adapter::{version, Entry};
+use crate::ids::Id;
+use crate::session::runtime_id;
 use crate::socket::ForeignEndpoint;
-use crate::store::{store_problems, RuntimeRecord, RuntimeStatus, Store};
+use crate::store::{
+    store_problems, Attempt, AttemptOutcome, Invocation, InvocationFilter, InvocationStatus,
+    RuntimeRecord, RuntimeStatus, Store, MAX_FAILED_ATTEMPTS,
+};
 use crate::time::iso_from_unix_millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -46,6 +54,12 @@ pub fn examine(
     let runtimes = store.runtimes()?;
     let mut findings = Vec::new();
     for r in &runtimes {
+        // Every other finding prints a repair command naming the runtime
+        // and its agent: not for ids outside the rule.
+        if let Some(invalid) = invalid_runtime(r) {
+            findings.push(invalid);
+            continue;
+        }
         findings.extend(mismatch(r));
         if let Some(foreign) = foreign_host(r, host) {
             findings.push(foreign);
@@ -57,12 +71,33 @@ pub fn examine(
     }
     findings.extend(ambiguous_runtimes(&runtimes, now));
     findings.extend(stale_attempts(store, now)?);
+    findings.extend(waiting_messages(store, &runtimes, now)?);
     findings.extend(invalid_profiles(profile_problems));
     Ok(findings)
 }
 
 fn runtime_subject(r: &RuntimeRecord) -> String {
     format!("runtime {}", r.id)
+}
+
+/// `INVALID_RUNTIME`: a runtime record whose id or agent is outside the
+/// id rule (an older build stored it unchecked). Nothing is delivered to
+/// it, and no command is printed with its ids in it.
+fn invalid_runtime(r: &RuntimeRecord) -> Option<Finding> {
+    let problem = match (runtime_id(&r.id), Id::agent(&r.agent)) {
+        (Err(e), _) => e.to_string(),
+        (_, Err(e)) => e.to_string(),
+        _ => return None,
+    };
+    Some(Finding {
+        code: "INVALID_RUNTIME",
+        severity: Severity::Error,
+        subject: format!("runtime {}", r.id.escape_debug()),
+        message: format!(
+            "{problem}; no command can name it, and messages to its agent wait until a runtime with a valid id serves the agent"
+        ),
+        repair: None,
+    })
 }
 
 /// `RUNTIME_MISMATCH`: a record interactive-serve refuses.
@@ -221,6 +256,7 @@ fn ambiguous_runtimes(runtimes: &[RuntimeRecord], now: u64) -> Vec<Finding> {
         let online: Vec<&str> = runtimes
             .iter()
             .filter(|r| r.agent == agent && effective_status(r, now).0 == RuntimeStatus::Online)
+            .filter(|r| invalid_runtime(r).is_none())
             .map(|r| r.id.as_str())
             .collect();
         if online.len() > 1 {
@@ -258,6 +294,103 @@ fn stale_attempts(store: &dyn Store, now: u64) -> Result<Vec<Finding>, ControlEr
             repair: Some(format!("agent-comms message redeliver --id {}", a.invocation)),
         })
         .collect())
+}
+
+/// Messages that hold their agent's queue: `INVALID_MESSAGE` for one whose
+/// notification can never be composed (an id an older build stored
+/// unchecked; the inbox fails it when it comes to it), `STUCK_MESSAGE` for
+/// one whose delivery failed and is tried again, or that has waited longer
+/// than [`STUCK_AFTER`] while its agent has a runtime online. Each holds
+/// back every later message to its agent.
+fn waiting_messages(
+    store: &dyn Store,
+    runtimes: &[RuntimeRecord],
+    now: u64,
+) -> Result<Vec<Finding>, ControlError> {
+    let mut findings = Vec::new();
+    for status in [InvocationStatus::Pending, InvocationStatus::Unavailable] {
+        let filter = InvocationFilter {
+            status: Some(status),
+            to: None,
+        };
+        for inv in store.invocations(&filter)? {
+            let cancel = Id::message(&inv.id)
+                .ok()
+                .map(|id| format!("agent-comms message cancel {id}"));
+            if let Err(e) = notification(&inv) {
+                findings.push(Finding {
+                    code: "INVALID_MESSAGE",
+                    severity: Severity::Error,
+                    subject: format!("message {}", inv.id.escape_debug()),
+                    message: format!(
+                        "{status} but it can never be announced ({e}); it is failed, not typed, when agent {}'s runtime comes to it",
+                        inv.to.escape_debug()
+                    ),
+                    repair: cancel,
+                });
+                continue;
+            }
+            if status != InvocationStatus::Pending {
+                continue;
+            }
+            if let Some(finding) = stuck(store, &inv, runtimes, now)? {
+                findings.push(Finding {
+                    repair: cancel,
+                    ..finding
+                });
+            }
+        }
+    }
+    Ok(findings)
+}
+
+/// A PENDING message that has waited longer than this while its agent has
+/// a runtime online is stuck: an idle runtime takes a message in seconds.
+pub const STUCK_AFTER: Duration = Duration::from_secs(600);
+
+/// `STUCK_MESSAGE`, without its repair.
+fn stuck(
+    store: &dyn Store,
+    inv: &Invocation,
+    runtimes: &[RuntimeRecord],
+    now: u64,
+) -> Result<Option<Finding>, ControlError> {
+    let holds = format!(
+        "it holds back every later message to agent {} until it is delivered, given up after {MAX_FAILED_ATTEMPTS} failed attempts, or cancelled",
+        inv.to
+    );
+    let attempts = store.attempts(&inv.id)?;
+    let failed: Vec<&Attempt> = attempts
+        .iter()
+        .filter(|a| a.outcome == AttemptOutcome::Failed)
+        .collect();
+    let message = if let Some(last) = failed.last() {
+        format!(
+            "PENDING after {} failed delivery attempt(s) (the last: {}); {holds}",
+            failed.len(),
+            last.reason.as_deref().unwrap_or("no reason recorded")
+        )
+    } else {
+        let waited = now.saturating_sub(inv.created);
+        let online = runtimes
+            .iter()
+            .find(|r| r.agent == inv.to && effective_status(r, now).0 == RuntimeStatus::Online);
+        match online {
+            Some(r) if waited > STUCK_AFTER.as_millis() as u64 => format!(
+                "PENDING for {} min while runtime {} is online; {holds}",
+                waited / 60_000,
+                r.id
+            ),
+            _ => return Ok(None),
+        }
+    };
+    Ok(Some(Finding {
+        code: "STUCK_MESSAGE",
+        severity: Severity::Warning,
+        subject: format!("message {}", inv.id),
+        message,
+        repair: None,
+    }))
 }
 
 /// `INVALID_PROFILE`: adapter profiles that did not load, each with the
@@ -326,4 +459,87 @@ pub fn version_findings(entries: &[Entry]) -> Vec<Finding> {
         }
     }
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::registration::{configure, Configure};
+    use crate::session::SessionName;
+    use crate::store::{NewInvocation, SqliteStore};
+
+    fn configured(store: &SqliteStore, id: &str) -> RuntimeRecord {
+        let id = SessionName::parse(id).unwrap();
+        let change = Configure {
+            id: &id,
+            agent: Some("bob"),
+            kind: None,
+            connector: None,
+            max_concurrent: None,
+        };
+        configure(store, "host1", &change, 1).unwrap()
+    }
+
+    /// A runtime record an older build stored with ids outside the rule is
+    /// reported once, and no repair command quotes its ids.
+    #[test]
+    fn a_runtime_with_invalid_ids_is_reported_without_a_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let r = configured(&store, "bob");
+        let bad = RuntimeRecord {
+            agent: "bob; rm -rf ~".into(),
+            kind: "OTHER".into(),
+            ..r
+        };
+        store.save_runtime(&bad).unwrap();
+        let findings = examine(&store, "host1", 2, &[]).unwrap();
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].code, "INVALID_RUNTIME");
+        assert!(findings[0]
+            .message
+            .contains("invalid agent id 'bob; rm -rf ~'"));
+        assert_eq!(findings[0].repair, None);
+    }
+
+    /// A message that has waited longer than STUCK_AFTER while its agent's
+    /// runtime is online is stuck even without a failed attempt; younger,
+    /// or with the runtime offline, it is not.
+    #[test]
+    fn a_message_waiting_long_while_its_runtime_is_online_is_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let r = configured(&store, "bob");
+        let inv = store
+            .insert_invocation(&NewInvocation {
+                from: "alice",
+                to: "bob",
+                body: "hi",
+                status: InvocationStatus::Pending,
+                reason: None,
+                now: 1,
+            })
+            .unwrap();
+        let stuck_codes = |now: u64| -> Vec<&'static str> {
+            examine(&store, "host1", now, &[])
+                .unwrap()
+                .into_iter()
+                .filter(|f| f.subject == format!("message {}", inv.id))
+                .map(|f| f.code)
+                .collect()
+        };
+        let late = 1 + STUCK_AFTER.as_millis() as u64 + 1;
+        assert!(
+            stuck_codes(late).is_empty(),
+            "offline: nobody could take it"
+        );
+        let online = RuntimeRecord {
+            status: RuntimeStatus::Online,
+            last_heartbeat: Some(late),
+            ..r
+        };
+        store.save_runtime(&online).unwrap();
+        assert!(stuck_codes(late - 2).is_empty(), "not waited long enough");
+        assert_eq!(stuck_codes(late), ["STUCK_MESSAGE"]);
+    }
 }

@@ -7,7 +7,11 @@
 //! evidence. A nudge wakes it at once; a periodic look catches a message
 //! whose nudge was missed (sent while the runtime was starting). A failed
 //! attempt puts the message back and the inbox waits a little before trying
-//! again, so a program that never echoes is not typed into in a loop.
+//! again, so a program that never echoes is not typed into in a loop; after
+//! [`crate::store::MAX_FAILED_ATTEMPTS`] failures the store gives the
+//! message up (FAILED), so one message never holds its agent's queue for
+//! good. A message whose notification cannot even be composed (an id an
+//! older build stored unchecked) fails at once, with nothing typed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +19,7 @@ use std::time::Duration;
 use super::messages::notification;
 use crate::delivery::{DeliveryError, DeliveryOptions};
 use crate::socket::protocol::InvocationOutcome;
-use crate::store::{AttemptResult, InvocationStatus, Store, StoreError};
+use crate::store::{AttemptResult, Evidence, Invocation, InvocationStatus, Store, StoreError};
 use crate::supervisor::SessionHandle;
 use crate::time::unix_millis;
 
@@ -107,38 +111,56 @@ impl Inbox {
             let Some((inv, attempt)) = leased else {
                 return Ok(());
             };
-            let options = DeliveryOptions {
-                try_only: false,
-                timeout_ms: DELIVERY_WAIT.as_millis() as u64,
-            };
-            let delivered = self.session.deliver(&notification(&inv), options).await;
-            let (result, outcome) = match &delivered {
-                Ok(evidence) => (
-                    AttemptResult::Delivered(evidence.clone()),
-                    (InvocationStatus::Delivered, None),
-                ),
-                Err(e) => (
-                    AttemptResult::Failed(e.to_string()),
-                    (InvocationStatus::Pending, Some(e.to_string())),
-                ),
-            };
             let id = attempt.id;
-            with_store(&self.store, move |s| {
-                s.finish_attempt(id, &result, unix_millis())
+            let (result, delivered) = self.attempt(&inv).await;
+            let inv_id = inv.id.clone();
+            let now_is = with_store(&self.store, move |s| {
+                s.finish_attempt(id, &result, unix_millis())?;
+                s.invocation(&inv_id)
             })
             .await
             .map_err(Stop::Store)?;
+            let (status, reason) = match now_is {
+                Some(i) => (i.status, i.reason),
+                None => (InvocationStatus::Pending, None),
+            };
             self.session.announce(InvocationOutcome {
                 id: inv.id.clone(),
-                status: outcome.0.to_string(),
-                reason: outcome.1,
+                status: status.to_string(),
+                reason,
             });
             match delivered {
-                Ok(_) => {}
-                Err(DeliveryError::Ended) => return Err(Stop::Ended),
-                Err(_) => return Err(Stop::Failed),
+                Some(Ok(_)) | None => {}
+                Some(Err(DeliveryError::Ended)) => return Err(Stop::Ended),
+                Some(Err(_)) => return Err(Stop::Failed),
             }
         }
+    }
+
+    /// Types `inv`'s notification. A notification that cannot be composed
+    /// (an id an older build stored unchecked) is never typed: the message
+    /// is undeliverable, and no delivery was tried (`None`).
+    async fn attempt(
+        &self,
+        inv: &Invocation,
+    ) -> (AttemptResult, Option<Result<Evidence, DeliveryError>>) {
+        let text = match notification(inv) {
+            Ok(text) => text,
+            Err(e) => {
+                let reason = format!("not typed, and it never can be: {e}");
+                return (AttemptResult::Undeliverable(reason), None);
+            }
+        };
+        let options = DeliveryOptions {
+            try_only: false,
+            timeout_ms: DELIVERY_WAIT.as_millis() as u64,
+        };
+        let delivered = self.session.deliver(&text, options).await;
+        let result = match &delivered {
+            Ok(evidence) => AttemptResult::Delivered(evidence.clone()),
+            Err(e) => AttemptResult::Failed(e.to_string()),
+        };
+        (result, Some(delivered))
     }
 }
 

@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use super::registration::effective_status;
 use super::ControlError;
-use crate::client::Client;
+use crate::client::{Client, ClientError};
+use crate::ids::{Id, IdError};
 use crate::socket::protocol::{InvocationOutcome, Request, Response};
 use crate::store::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, NewInvocation, RuntimeRecord,
@@ -23,22 +24,35 @@ use crate::time::{iso_from_unix_millis, unix_millis};
 /// Largest body accepted: it lives in the store, not in a terminal.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// The line typed into the recipient's prompt.
-pub fn notification(inv: &Invocation) -> String {
-    format!(
-        "[agent-comms] message {id} from {from}; read it with: agent-comms message show {id}",
-        id = inv.id,
-        from = inv.from
-    )
+/// The line typed into the recipient's prompt, composed only of validated
+/// ids: a store row an older build wrote unchecked (a sender holding a line
+/// break or an instruction) is refused here, never typed.
+pub fn notification(inv: &Invocation) -> Result<String, IdError> {
+    let id = Id::message(&inv.id)?;
+    let from = Id::agent(&inv.from)?;
+    Ok(format!(
+        "[agent-comms] message {id} from {from}; read it with: agent-comms message show {id}"
+    ))
 }
 
 /// What became of a `send`.
 pub struct Sent {
     pub invocation: Invocation,
-    /// The runtime that was nudged, if one was online here.
-    pub nudged: Option<String>,
-    /// With `wait`: how the delivery ended.
-    pub outcome: Option<InvocationOutcome>,
+    /// The runtime online here that was nudged, and what came of it.
+    pub nudge: Option<(String, Nudged)>,
+}
+
+/// What came of nudging a runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Nudged {
+    /// Its inbox was woken; with a wait, this is how the attempt ended.
+    Woken(Option<InvocationOutcome>),
+    /// Its inbox was woken, but the wait ended before the attempt did (the
+    /// supervisor says why).
+    NoOutcome(String),
+    /// Its endpoint did not answer: the message waits in the store until
+    /// the runtime is back.
+    Unreachable(String),
 }
 
 /// Stores a message from `from` to agent `to` and nudges `to`'s runtime.
@@ -46,11 +60,12 @@ pub struct Sent {
 pub fn send(
     store: &dyn Store,
     host: &str,
-    from: &str,
-    to: &str,
+    from: &Id,
+    to: &Id,
     body: &str,
     wait: Option<Duration>,
 ) -> Result<Sent, ControlError> {
+    let (from, to) = (from.as_str(), to.as_str());
     if body.trim().is_empty() {
         return Err(ControlError::Body("the message is empty".into()));
     }
@@ -96,20 +111,18 @@ pub fn send(
     let online = local
         .iter()
         .find(|r| effective_status(r, now).0 == RuntimeStatus::Online);
-    let mut sent = Sent {
-        invocation,
-        nudged: None,
-        outcome: None,
+    let nudge = match (online, status) {
+        (Some(r), InvocationStatus::Pending) => {
+            Some((r.id.clone(), nudge(r, Some(&invocation.id), wait)))
+        }
+        _ => None,
     };
-    if let (Some(r), InvocationStatus::Pending) = (online, status) {
-        sent.outcome = nudge(r, Some(&sent.invocation.id), wait)?;
-        sent.nudged = Some(r.id.clone());
-    }
-    Ok(sent)
+    Ok(Sent { invocation, nudge })
 }
 
 /// Puts a message back in its recipient's queue and nudges the runtime.
-pub fn redeliver(store: &dyn Store, host: &str, id: &str) -> Result<Invocation, ControlError> {
+pub fn redeliver(store: &dyn Store, host: &str, id: &Id) -> Result<Invocation, ControlError> {
+    let id = id.as_str();
     let now = unix_millis();
     // An attempt whose runtime died mid-delivery holds the message until
     // its lease runs out; that one may be taken back now.
@@ -142,32 +155,55 @@ pub fn redeliver(store: &dyn Store, host: &str, id: &str) -> Result<Invocation, 
         .iter()
         .find(|r| effective_status(r, now).0 == RuntimeStatus::Online)
     {
-        nudge(r, None, None)?;
+        // Unreachable is no error: the message waits in the store.
+        nudge(r, None, None);
     }
     Ok(store.invocation(id)?.unwrap_or(inv))
 }
 
-/// Wakes runtime `r`'s inbox; a runtime that cannot be reached is not an
-/// error (the message waits in the store for its return).
-fn nudge(
-    r: &RuntimeRecord,
-    wait_for: Option<&str>,
-    wait: Option<Duration>,
-) -> Result<Option<InvocationOutcome>, ControlError> {
-    let Some(endpoint) = &r.endpoint else {
-        return Ok(None);
+/// Takes a waiting message (PENDING, UNAVAILABLE or FAILED) out of the
+/// queue for good: it becomes FAILED with "cancelled by ACTOR" (or
+/// "cancelled" without an actor), and the messages behind it move up.
+pub fn cancel(store: &dyn Store, id: &Id, by: Option<&Id>) -> Result<Invocation, ControlError> {
+    let id = id.as_str();
+    let reason = match by {
+        Some(actor) => format!("cancelled by {actor}"),
+        None => "cancelled".to_owned(),
     };
-    let Ok(mut client) = Client::connect(std::path::Path::new(endpoint)) else {
-        return Ok(None);
+    if !store.fail_waiting(id, &reason)? {
+        let inv = store
+            .invocation(id)?
+            .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))?;
+        return Err(match inv.status {
+            InvocationStatus::Delivering => ControlError::Delivering(id.to_owned()),
+            _ => ControlError::AlreadyDelivered(id.to_owned()),
+        });
+    }
+    store
+        .invocation(id)?
+        .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))
+}
+
+/// Wakes runtime `r`'s inbox, and with `wait` waits for the attempt on
+/// `wait_for` to end.
+fn nudge(r: &RuntimeRecord, wait_for: Option<&str>, wait: Option<Duration>) -> Nudged {
+    let Some(endpoint) = &r.endpoint else {
+        return Nudged::Unreachable("it has no endpoint".into());
+    };
+    let mut client = match Client::connect(std::path::Path::new(endpoint)) {
+        Ok(client) => client,
+        Err(e) => return Nudged::Unreachable(e.to_string()),
     };
     let request = Request::Nudge {
         wait_for: wait.and(wait_for.map(str::to_owned)),
         timeout_ms: wait.map_or(0, |w| w.as_millis() as u64),
     };
     match client.request(request) {
-        Ok(Response::Invocation(outcome)) => Ok(Some(outcome)),
-        Ok(Response::Error { message }) if wait.is_some() => Err(ControlError::Wait(message)),
-        _ => Ok(None),
+        Ok(Response::Invocation(outcome)) => Nudged::Woken(Some(outcome)),
+        Ok(Response::Ok) => Nudged::Woken(None),
+        Err(ClientError::Server(message)) if wait.is_some() => Nudged::NoOutcome(message),
+        Ok(other) => Nudged::Unreachable(format!("unexpected reply {other:?}")),
+        Err(e) => Nudged::Unreachable(e.to_string()),
     }
 }
 
@@ -266,7 +302,8 @@ pub fn list(
 }
 
 /// One invocation with its body and attempts.
-pub fn show(store: &dyn Store, id: &str) -> Result<InvocationView, ControlError> {
+pub fn show(store: &dyn Store, id: &Id) -> Result<InvocationView, ControlError> {
+    let id = id.as_str();
     let inv = store
         .invocation(id)?
         .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))?;

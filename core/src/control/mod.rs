@@ -7,7 +7,7 @@
 //!   a heartbeat and an inbox beside it.
 //! - [`start`]: what a serve starts — a takeover's plan, a pinned session,
 //!   the collision guard.
-//! - [`messages`]: `send`, `message list|show|redeliver`.
+//! - [`messages`]: `send`, `message list|show|redeliver|cancel`.
 //! - [`doctor`]: findings with codes and exact repairs.
 //! - [`readable`]: whether a live runtime's adapter can read its screen.
 //! - [`host`]: this host's id.
@@ -61,6 +61,12 @@ pub enum ControlError {
     UnknownInvocation(String),
     #[error("message {0} is being delivered right now; wait for the attempt to end (agent-comms message show {0})")]
     Delivering(String),
+    #[error("message {0} was already delivered; there is nothing to cancel (agent-comms message show {0})")]
+    AlreadyDelivered(String),
+    #[error(transparent)]
+    Id(#[from] crate::ids::IdError),
+    #[error(transparent)]
+    RuntimeId(#[from] crate::session::RuntimeIdError),
     #[error("agent {0} has no runtime on this host; messages to it cannot be delivered from here")]
     NoLocalRuntime(String),
     #[error("runtime {id} is on another host ({host}); its terminal can only be reached there")]
@@ -69,8 +75,6 @@ pub enum ControlError {
     Offline(String),
     #[error("{0}")]
     Body(String),
-    #[error("{0}")]
-    Wait(String),
     #[error(transparent)]
     Takeover(#[from] crate::takeover::TakeoverError),
     #[error("--allow-agent-comms: {0}; drop the flag, or pick an adapter that has one with --provider (agent-comms adapters show NAME)")]

@@ -78,18 +78,7 @@ fn bottom_rows(lines: &[String]) -> Vec<String> {
     let first = (last + 1).saturating_sub(BOTTOM_ROWS);
     lines[first..=last]
         .iter()
-        .map(|l| escape_controls(l))
-        .collect()
-}
-
-/// `text` with its control characters escaped (`\u{1b}`, `\t`), the rest
-/// as is: safe to print to a terminal, and still readable.
-pub fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| match c.is_control() {
-            true => c.escape_debug().to_string(),
-            false => c.to_string(),
-        })
+        .map(|l| crate::display::one_line(l).into_owned())
         .collect()
 }
 
@@ -102,8 +91,7 @@ mod tests {
         let lines: Vec<String> = ["a", "b", "c", "d", "e", "f\u{1b}[2J", "", ""]
             .map(str::to_owned)
             .to_vec();
-        assert_eq!(bottom_rows(&lines), ["b", "c", "d", "e", "f\\u{1b}[2J"]);
+        assert_eq!(bottom_rows(&lines), ["b", "c", "d", "e", "f\\x1b[2J"]);
         assert!(bottom_rows(&[String::new()]).is_empty());
-        assert_eq!(escape_controls("tab\there ✓"), "tab\\there ✓");
     }
 }

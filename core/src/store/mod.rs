@@ -260,11 +260,21 @@ pub struct Attempt {
     pub evidence: Option<Evidence>,
 }
 
+/// Failed attempts after which a message is given up on: it goes FAILED
+/// with its last reason, and the messages behind it in its agent's queue
+/// move up (docs/interactive.md#when-a-message-cannot-be-delivered).
+pub const MAX_FAILED_ATTEMPTS: u32 = 5;
+
 /// How an attempt ended, for [`Store::finish_attempt`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AttemptResult {
     Delivered(Evidence),
+    /// It may work another time: back to PENDING, until it is the
+    /// [`MAX_FAILED_ATTEMPTS`]th failure.
     Failed(String),
+    /// It can never work (its notification cannot be composed): FAILED at
+    /// once.
+    Undeliverable(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -354,8 +364,10 @@ pub trait Store: Send {
     ) -> Result<Option<(Invocation, Attempt)>, StoreError>;
     /// Ends an IN_PROGRESS attempt. Delivered(evidence): attempt DELIVERED with evidence, invocation
     /// DELIVERED, delivered = evidence.submitted, reason cleared. Failed(reason): attempt FAILED, invocation
-    /// back to PENDING with reason (only if it is still DELIVERING). Returns false (and changes nothing)
-    /// if the attempt is no longer IN_PROGRESS.
+    /// back to PENDING with reason — or, when the invocation now has [`MAX_FAILED_ATTEMPTS`] FAILED
+    /// attempts, FAILED with "gave up after N failed attempts; the last: reason" (either only if it is
+    /// still DELIVERING). Undeliverable(reason): attempt FAILED, invocation FAILED with reason (only if
+    /// still DELIVERING). Returns false (and changes nothing) if the attempt is no longer IN_PROGRESS.
     fn finish_attempt(
         &self,
         attempt: i64,
@@ -372,6 +384,9 @@ pub trait Store: Send {
         now: u64,
         reason: &str,
     ) -> Result<Vec<Attempt>, StoreError>;
+    /// In one statement: if the invocation is PENDING, UNAVAILABLE or FAILED, it becomes FAILED with
+    /// `reason`; true if it did (false when it is missing, DELIVERING or DELIVERED).
+    fn fail_waiting(&self, id: &str, reason: &str) -> Result<bool, StoreError>;
     /// The invocation's attempts, by id.
     fn attempts(&self, invocation: &str) -> Result<Vec<Attempt>, StoreError>;
     /// IN_PROGRESS attempts whose lease_until < now (for `doctor`; changes nothing), by id.

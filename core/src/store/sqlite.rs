@@ -19,6 +19,7 @@ use super::{migrations, private};
 use super::{
     Agent, Attempt, AttemptOutcome, AttemptResult, Evidence, Invocation, InvocationFilter,
     InvocationStatus, NewInvocation, RuntimeRecord, RuntimeStatus, Store, StoreError,
+    MAX_FAILED_ATTEMPTS,
 };
 use crate::os::OpenOptionsExt;
 
@@ -552,16 +553,31 @@ impl Store for SqliteStore {
                     params![invocation, ev.submitted],
                 )?;
             }
-            AttemptResult::Failed(reason) => {
+            AttemptResult::Failed(reason) | AttemptResult::Undeliverable(reason) => {
                 tx.execute(
                     "UPDATE attempts SET outcome = 'FAILED', finished = ?2, reason = ?3 \
                      WHERE id = ?1",
                     params![attempt, now, reason],
                 )?;
+                let failed: u32 = tx.query_row(
+                    "SELECT count(*) FROM attempts WHERE invocation = ?1 AND outcome = 'FAILED'",
+                    [&invocation],
+                    |r| r.get(0),
+                )?;
+                let (status, reason) = match result {
+                    AttemptResult::Failed(_) if failed < MAX_FAILED_ATTEMPTS => {
+                        (InvocationStatus::Pending, reason.clone())
+                    }
+                    AttemptResult::Failed(_) => (
+                        InvocationStatus::Failed,
+                        format!("gave up after {failed} failed attempts; the last: {reason}"),
+                    ),
+                    _ => (InvocationStatus::Failed, reason.clone()),
+                };
                 tx.execute(
-                    "UPDATE invocations SET status = 'PENDING', reason = ?2 \
+                    "UPDATE invocations SET status = ?2, reason = ?3 \
                      WHERE id = ?1 AND status = 'DELIVERING'",
-                    params![invocation, reason],
+                    params![invocation, status, reason],
                 )?;
             }
         }
@@ -598,6 +614,15 @@ impl Store for SqliteStore {
         }
         tx.commit()?;
         Ok(released)
+    }
+
+    fn fail_waiting(&self, id: &str, reason: &str) -> Result<bool, StoreError> {
+        let changed = self.conn.execute(
+            "UPDATE invocations SET status = 'FAILED', reason = ?2 \
+             WHERE id = ?1 AND status IN ('PENDING', 'UNAVAILABLE', 'FAILED')",
+            params![id, reason],
+        )?;
+        Ok(changed > 0)
     }
 
     fn attempts(&self, invocation: &str) -> Result<Vec<Attempt>, StoreError> {
@@ -1019,6 +1044,49 @@ mod tests {
         assert_eq!(atts[1].finished, Some(60));
         assert_eq!(atts[1].evidence, Some(ev));
         assert_eq!(s.lease_next("bob", "rt", "ep", 70, 100).unwrap(), None);
+    }
+
+    #[test]
+    fn a_message_that_keeps_failing_is_given_up_and_the_queue_moves_on() {
+        let (_d, s) = store();
+        let stuck = send(&s, "bob", "never echoes", 1);
+        let next = send(&s, "bob", "fine", 2);
+        for n in 1..=MAX_FAILED_ATTEMPTS {
+            let (inv, a) = s.lease_next("bob", "rt", "ep", 10, 100).unwrap().unwrap();
+            assert_eq!(inv.id, stuck.id, "attempt {n} takes the oldest");
+            let failed = AttemptResult::Failed("did not echo".into());
+            assert!(s.finish_attempt(a.id, &failed, 20).unwrap());
+        }
+        let given_up = s.invocation(&stuck.id).unwrap().unwrap();
+        assert_eq!(given_up.status, InvocationStatus::Failed);
+        assert_eq!(
+            given_up.reason.as_deref(),
+            Some("gave up after 5 failed attempts; the last: did not echo")
+        );
+        let (inv, _) = s.lease_next("bob", "rt", "ep", 30, 100).unwrap().unwrap();
+        assert_eq!(inv.id, next.id);
+    }
+
+    #[test]
+    fn an_undeliverable_message_fails_at_once_and_cancel_takes_only_waiting_ones() {
+        let (_d, s) = store();
+        let bad = send(&s, "bob", "x", 1);
+        let (_, a) = s.lease_next("bob", "rt", "ep", 10, 100).unwrap().unwrap();
+        // Leased: not cancellable while it is being delivered.
+        assert!(!s.fail_waiting(&bad.id, "cancelled").unwrap());
+        let why = AttemptResult::Undeliverable("its sender is invalid".into());
+        assert!(s.finish_attempt(a.id, &why, 20).unwrap());
+        let failed = s.invocation(&bad.id).unwrap().unwrap();
+        assert_eq!(failed.status, InvocationStatus::Failed);
+        assert_eq!(failed.reason.as_deref(), Some("its sender is invalid"));
+
+        let waiting = send(&s, "bob", "y", 2);
+        assert!(s.fail_waiting(&waiting.id, "cancelled by carol").unwrap());
+        let cancelled = s.invocation(&waiting.id).unwrap().unwrap();
+        assert_eq!(cancelled.status, InvocationStatus::Failed);
+        assert_eq!(cancelled.reason.as_deref(), Some("cancelled by carol"));
+        assert!(!s.fail_waiting("inv_000000000000", "cancelled").unwrap());
+        assert_eq!(s.lease_next("bob", "rt", "ep", 30, 100).unwrap(), None);
     }
 
     #[test]

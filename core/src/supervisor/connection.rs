@@ -219,6 +219,12 @@ impl Connection {
             let message = "this session is not an interactive runtime; it has no inbox".into();
             return Response::Error { message };
         }
+        // The id is echoed in replies and compared with the store's.
+        if let Some(Err(e)) = wait_for.as_deref().map(crate::ids::Id::message) {
+            return Response::Error {
+                message: e.to_string(),
+            };
+        }
         let inbox = self.shared.inbox.clone();
         // Subscribe before waking the inbox, so the outcome cannot be missed.
         let mut finished = inbox.finished.subscribe();
@@ -226,6 +232,7 @@ impl Connection {
         let Some(id) = wait_for else {
             return Response::Ok;
         };
+
         if let Some(outcome) = inbox.recent(&id) {
             return Response::Invocation(outcome);
         }

@@ -1,0 +1,90 @@
+//! Untrusted text made safe to print to a terminal.
+//!
+//! Message bodies, sender names an older build stored, screen rows, command
+//! lines and profile fields come from other people's programs. Printed as
+//! they are, an `ESC ] 0;… BEL` retitles the reader's terminal, other
+//! escape sequences move its cursor or rewrite what it shows, and a line
+//! break splits a table row in two. Every such field passes through one of
+//! the two functions here on its way to a terminal; `--json` output needs
+//! neither (JSON escapes control characters itself), and `--raw` is the
+//! explicit way to get a body's exact bytes.
+//!
+//! What is escaped, visibly and unambiguously enough to read: C0 controls
+//! and DEL as `\xNN` (`\x1b`, `\x07`) — except `\n` and `\t`, shown as
+//! such — C1 controls (U+0080–U+009F, which many terminals obey as ESC
+//! sequences) as `\u{NN}`, and the Unicode bidirectional overrides and
+//! isolates (U+202A–U+202E, U+2066–U+2069), which reorder what a line
+//! seems to say, as `\u{NNNN}`. Everything else — any other Unicode text,
+//! backslashes included — is printed as is.
+
+use std::borrow::Cow;
+
+/// `text` for one cell of a table or one line of a report: every control
+/// character escaped, line breaks and tabs included, so it stays on its
+/// line.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    escape(text, false)
+}
+
+/// `text` as a block (a message body): its line breaks kept, every other
+/// control character escaped.
+pub fn block(text: &str) -> Cow<'_, str> {
+    escape(text, true)
+}
+
+fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
+    let kept = |c: char| keep_newlines && matches!(c, '\n' | '\t');
+    if !text.chars().any(|c| unsafe_char(c) && !kept(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            _ if kept(c) || !unsafe_char(c) => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\0'..='\x1f' | '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            _ => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A character a terminal may act on instead of showing.
+fn unsafe_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped_and_other_text_is_kept() {
+        let hostile = "a\u{1b}]0;HACKED\u{7}b\u{9b}2J\u{7f}\r\u{202e}txt.exe";
+        assert_eq!(
+            one_line(hostile),
+            "a\\x1b]0;HACKED\\x07b\\u{9b}2J\\x7f\\x0d\\u{202e}txt.exe"
+        );
+        assert_eq!(one_line("two\nlines\tand tab"), "two\\nlines\\tand tab");
+        assert_eq!(
+            block("two\nlines\tand tab\u{1b}[2J"),
+            "two\nlines\tand tab\\x1b[2J"
+        );
+        // Ordinary text, backslashes and all, is borrowed unchanged.
+        for plain in ["ünïcode ✓ 日本", "C:\\path\\x1b", ""] {
+            assert!(matches!(one_line(plain), Cow::Borrowed(s) if s == plain));
+        }
+    }
+
+    #[test]
+    fn nothing_escaped_holds_a_control_character() {
+        let all: String = (0u32..0x3000).filter_map(char::from_u32).collect();
+        for escaped in [one_line(&all), block(&all)] {
+            assert!(escaped
+                .chars()
+                .all(|c| !unsafe_char(c) || matches!(c, '\n' | '\t')));
+        }
+        assert!(!one_line(&all).contains('\n'));
+    }
+}
