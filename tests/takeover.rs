@@ -389,3 +389,16 @@ fn launch_terminal_reruns_the_command_in_a_new_window() {
         "{run:#?}"
     );
 }
+
+#[test]
+fn a_conversation_id_outside_the_id_rule_is_not_taken_over() {
+    let env = TestEnv::new();
+    // The provider's own files name the conversation; one that is no id
+    // would be typed into the resume command line.
+    let old = Ordinary::start(&env, "claude", "odd", "--resume 'ev;il'", &[]);
+    assert_eq!(old.session, "ev;il");
+    let pid = old.pid.to_string();
+    Serve::spawn(&env, "bob", "claude", &["--takeover-pid", &pid], &[])
+        .refused("unusable conversation: invalid conversation id 'ev;il'");
+    assert!(pid_alive(old.pid), "nothing was ended");
+}

@@ -16,7 +16,7 @@ use super::registration::{admit, STALE_AFTER_BEATS};
 use super::start::{plan_start, StartPlan, StartRequest, TakeoverOptions};
 use super::ControlError;
 use crate::adapter::Entry;
-use crate::ids::random_hex;
+use crate::ids::{random_hex, Id, IdKind};
 use crate::paths::ensure_runtime_root;
 use crate::pty::SpawnSpec;
 use crate::session::{Registry, SessionKind, SessionName};
@@ -290,6 +290,12 @@ async fn bind_when_discovered(
             return;
         };
         if let Discovery::Found(found) = discovery.discover(&proc, &ProviderEnv::of(&proc)) {
+            // An id outside the rule would later be typed into a resume
+            // command line: leave the runtime unbound instead.
+            if let Err(e) = Id::parse(IdKind::Conversation, &found.id) {
+                tracing::warn!("not binding the provider's conversation: {e}");
+                return;
+            }
             let runtime = runtime.clone();
             let bound = with_store(&store, move |s| {
                 s.bind_conversation(&runtime, Some(&found.id), unix_millis())

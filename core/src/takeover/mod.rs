@@ -38,6 +38,13 @@ pub use process::ProcessInfo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TakeoverError {
+    /// The provider's files name a conversation id outside the id rule: it
+    /// would be typed into a resume command line, so it is not used.
+    #[error("process {pid}'s files name an unusable conversation: {source}; give the right one with --conversation ID")]
+    InvalidConversation {
+        pid: u32,
+        source: crate::ids::IdError,
+    },
     #[error("no process {0}; check the pid (ps -u $USER)")]
     NoProcess(u32),
     #[error("process {0} is this command or one of its parents: ending it would end this command too; run the takeover from another terminal, or add --launch-terminal to open one")]
@@ -216,6 +223,12 @@ pub fn plan(req: &Request<'_>) -> Result<Plan, TakeoverError> {
         .discovery
         .ok_or_else(|| TakeoverError::NoDiscovery(provider.clone()))?;
     let conversation = choose_conversation(req, discovery.discover(&target, &env))?;
+    crate::ids::Id::parse(crate::ids::IdKind::Conversation, &conversation.id).map_err(
+        |source| TakeoverError::InvalidConversation {
+            pid: req.pid,
+            source,
+        },
+    )?;
     if let Some(named) = req.profile.named_conversation(req.argv) {
         if named != conversation.id {
             return Err(TakeoverError::CommandNamesOther {
