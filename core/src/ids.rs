@@ -52,6 +52,14 @@ pub struct IdError {
     pub value: String,
 }
 
+/// Whether `value` uses only the id alphabet, `[A-Za-z0-9._-]`: the one
+/// rule ids and session names share (each adds its own length and form).
+pub fn in_id_alphabet(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// A validated id of an agent, a runtime, a message or a conversation.
 ///
 /// Ids are typed into prompts (a notification names its message and its
@@ -66,10 +74,7 @@ pub struct Id(String);
 
 impl Id {
     pub fn parse(kind: IdKind, value: &str) -> Result<Self, IdError> {
-        let valid = (1..=MAX_ID_LEN).contains(&value.len())
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        let valid = (1..=MAX_ID_LEN).contains(&value.len()) && in_id_alphabet(value);
         if valid {
             Ok(Self(value.to_owned()))
         } else {

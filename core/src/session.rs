@@ -48,9 +48,7 @@ impl SessionName {
             && name.len() <= MAX_NAME_LEN
             && name != "."
             && !name.contains("..")
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+            && crate::ids::in_id_alphabet(name);
         if valid {
             Ok(Self(name.to_owned()))
         } else {
