@@ -92,7 +92,7 @@ fn invalid_runtime(r: &RuntimeRecord) -> Option<Finding> {
     Some(Finding {
         code: "INVALID_RUNTIME",
         severity: Severity::Error,
-        subject: format!("runtime {}", r.id.escape_debug()),
+        subject: format!("runtime {}", r.id),
         message: format!(
             "{problem}; no command can name it, and messages to its agent wait until a runtime with a valid id serves the agent"
         ),
@@ -321,10 +321,10 @@ fn waiting_messages(
                 findings.push(Finding {
                     code: "INVALID_MESSAGE",
                     severity: Severity::Error,
-                    subject: format!("message {}", inv.id.escape_debug()),
+                    subject: format!("message {}", inv.id),
                     message: format!(
                         "{status} but it can never be announced ({e}); it is failed, not typed, when agent {}'s runtime comes to it",
-                        inv.to.escape_debug()
+                        inv.to
                     ),
                     repair: cancel,
                 });
