@@ -752,6 +752,7 @@ fn store_ops(store: &SqliteStore, n: usize) -> anyhow::Result<(Vec<Duration>, Ve
             submitted: now,
             enter_presses: 1,
             style: "paste".into(),
+            stop_reason: None,
         };
         let start = Instant::now();
         let (_, attempt) = store

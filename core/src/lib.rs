@@ -33,8 +33,12 @@
 //!   its conversation (the provider's own session or thread).
 //! - [`store`]: the control-plane record (agents, runtimes, invocations and
 //!   delivery attempts) in the project's `.agent-comms/state.db`.
-//! - [`control`]: interactive runtimes, messages between agents, `doctor`.
+//! - [`acp`]: an agent headless over the Agent Client Protocol: its
+//!   supervisor, the tap, the policy, prompts as deliveries.
+//! - [`control`]: interactive and ACP runtimes, messages between agents,
+//!   `doctor`.
 
+pub mod acp;
 pub mod adapter;
 pub mod cells;
 pub mod client;

@@ -106,6 +106,8 @@ pub enum SessionKind {
     Cell,
     /// `agent-comms runtime interactive-serve`.
     Interactive,
+    /// `agent-comms runtime acp-serve`: an agent over ACP, no PTY.
+    Acp,
 }
 
 impl SessionKind {
@@ -114,6 +116,7 @@ impl SessionKind {
             Self::Session => "session",
             Self::Cell => "cell",
             Self::Interactive => "interactive",
+            Self::Acp => "acp",
         }
     }
 }

@@ -150,7 +150,7 @@ pub struct Region {
 }
 
 /// A regex error in one line (the crate's own spans several).
-fn regex_problem(e: &regex::Error) -> String {
+pub(crate) fn regex_problem(e: &regex::Error) -> String {
     let last = e.to_string().lines().last().unwrap_or("").trim().to_owned();
     format!("invalid regex: {last}")
 }
@@ -586,7 +586,7 @@ fn validate_input_line(line: &InputLine, source: &Source<'_>) -> Result<(), Prof
     Ok(())
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;

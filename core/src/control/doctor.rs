@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::messages::notification;
 use super::readable::{self, ScreenReading};
-use super::registration::{effective_status, heartbeat_stale, repair_command, INTERACTIVE};
+use super::registration::{effective_status, heartbeat_stale, repair_command, RuntimeKind};
 use super::ControlError;
 use crate::adapter::command::on_path;
 use crate::adapter::profile::{Kind, ProfileError};
@@ -100,19 +100,29 @@ fn invalid_runtime(r: &RuntimeRecord) -> Option<Finding> {
     })
 }
 
-/// `RUNTIME_MISMATCH`: a record interactive-serve refuses.
+/// `RUNTIME_MISMATCH`: a record no serve takes (interactive-serve and
+/// acp-serve each want their own kind as kind and connector).
 fn mismatch(r: &RuntimeRecord) -> Option<Finding> {
-    let fits = r.kind == INTERACTIVE && r.connector == INTERACTIVE && r.max_concurrent == 1;
+    let fits = RuntimeKind::of(r).is_some() && r.max_concurrent == 1;
     (!fits).then(|| Finding {
         code: "RUNTIME_MISMATCH",
         severity: Severity::Error,
         subject: runtime_subject(r),
         message: format!(
-            "kind {}, connector {}, max-concurrent {}: interactive-serve refuses it",
+            "kind {}, connector {}, max-concurrent {}: interactive-serve and acp-serve refuse it",
             r.kind, r.connector, r.max_concurrent
         ),
-        repair: Some(repair_command(&r.agent, &r.id)),
+        repair: Some(repair_command(&r.agent, &r.id, kind_or_interactive(r))),
     })
+}
+
+/// The kind a repair should give `r`: the one its kind names, if any.
+fn kind_or_interactive(r: &RuntimeRecord) -> RuntimeKind {
+    if r.kind == RuntimeKind::Acp.as_str() {
+        RuntimeKind::Acp
+    } else {
+        RuntimeKind::Interactive
+    }
 }
 
 /// `FOREIGN_HOST`: a runtime another host serves; nothing else about it
@@ -127,7 +137,7 @@ fn foreign_host(r: &RuntimeRecord, host: &str) -> Option<Finding> {
             "registered on host {other}; messages to agent {} are UNAVAILABLE from here",
             r.agent
         ),
-        repair: Some(repair_command(&r.agent, &r.id)),
+        repair: Some(repair_command(&r.agent, &r.id, kind_or_interactive(r))),
     })
 }
 

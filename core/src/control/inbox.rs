@@ -13,8 +13,11 @@
 //! good. A message whose notification cannot even be composed (an id an
 //! older build stored unchecked) fails at once, with nothing typed.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use super::messages::notification;
 use crate::delivery::{DeliveryError, DeliveryOptions};
@@ -22,6 +25,38 @@ use crate::socket::protocol::InvocationOutcome;
 use crate::store::{AttemptResult, Evidence, Invocation, InvocationStatus, Store, StoreError};
 use crate::supervisor::SessionHandle;
 use crate::time::unix_millis;
+
+/// What an inbox delivers into: a PTY session (typed into its prompt) or
+/// an ACP session (sent as a prompt).
+pub trait Target: Send + Sync + 'static {
+    fn deliver(
+        &self,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> impl Future<Output = Result<Evidence, DeliveryError>> + Send;
+    /// Notified when a client says new messages wait.
+    fn nudges(&self) -> Arc<Notify>;
+    /// Tells the clients waiting on a message how it ended.
+    fn announce(&self, outcome: InvocationOutcome);
+}
+
+impl Target for SessionHandle {
+    fn deliver(
+        &self,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> impl Future<Output = Result<Evidence, DeliveryError>> + Send {
+        SessionHandle::deliver(self, text, options)
+    }
+
+    fn nudges(&self) -> Arc<Notify> {
+        SessionHandle::nudges(self)
+    }
+
+    fn announce(&self, outcome: InvocationOutcome) {
+        SessionHandle::announce(self, outcome)
+    }
+}
 
 /// How long one delivery may wait for the program to become idle before the
 /// attempt is released and taken again.
@@ -46,9 +81,9 @@ pub async fn with_store<T: Send + 'static>(
     .expect("store task panicked")
 }
 
-pub struct Inbox {
+pub struct Inbox<T: Target> {
     pub store: SharedStore,
-    pub session: SessionHandle,
+    pub session: T,
     pub agent: String,
     pub runtime: String,
     pub endpoint_id: String,
@@ -57,7 +92,7 @@ pub struct Inbox {
     pub scan_every: Duration,
 }
 
-impl Inbox {
+impl<T: Target> Inbox<T> {
     pub async fn run(self) {
         let nudges = self.session.nudges();
         let mut retry = RETRY_FIRST;

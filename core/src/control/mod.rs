@@ -15,9 +15,10 @@
 //! Every state change goes through [`crate::store`] first; what runs in a
 //! supervisor only acts on what the store says.
 
+pub mod acp_serve;
 pub mod doctor;
 pub mod host;
-mod inbox;
+pub(crate) mod inbox;
 pub mod messages;
 pub mod readable;
 pub mod registration;

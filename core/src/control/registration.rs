@@ -16,14 +16,41 @@ use crate::takeover::{ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv
 use crate::time::iso_from_unix_millis;
 
 pub const INTERACTIVE: &str = "INTERACTIVE";
+pub const ACP: &str = "ACP";
+
+/// What serves a runtime: a provider in a PTY, or an agent over ACP. A
+/// runtime's kind and connector are both this kind's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    Interactive,
+    Acp,
+}
+
+impl RuntimeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interactive => INTERACTIVE,
+            Self::Acp => ACP,
+        }
+    }
+
+    /// The kind a record is served as, when its kind and connector agree
+    /// on one.
+    pub fn of(r: &RuntimeRecord) -> Option<Self> {
+        [Self::Interactive, Self::Acp]
+            .into_iter()
+            .find(|k| r.kind == k.as_str() && r.connector == k.as_str())
+    }
+}
 /// Heartbeats missed before a runtime counts as offline.
 pub const STALE_AFTER_BEATS: u64 = 3;
 
-/// The command that makes runtime `id` an interactive runtime of `agent`
-/// on this host.
-pub fn repair_command(agent: &str, id: &str) -> String {
+/// The command that makes runtime `id` a runtime of `agent` of `kind` on
+/// this host.
+pub fn repair_command(agent: &str, id: &str, kind: RuntimeKind) -> String {
+    let kind = kind.as_str();
     format!(
-        "agent-comms --actor {agent} runtime configure --id {id} --kind {INTERACTIVE} --connector {INTERACTIVE} --max-concurrent 1"
+        "agent-comms --actor {agent} runtime configure --id {id} --kind {kind} --connector {kind} --max-concurrent 1"
     )
 }
 
@@ -107,35 +134,47 @@ pub struct Admission {
     pub notes: Vec<String>,
 }
 
+/// Who asks to serve which runtime, as what, where.
+pub struct Serving<'a> {
+    pub host: &'a str,
+    pub agent: &'a str,
+    pub id: &'a SessionName,
+    pub kind: RuntimeKind,
+}
+
 /// Registers runtime `id` for `agent` or checks the existing record; refuses
 /// a mismatched, revoked or already served runtime.
 pub fn admit(
     store: &dyn Store,
     registry: &Registry,
-    host: &str,
-    agent: &str,
-    id: &SessionName,
+    serving: &Serving<'_>,
     now: u64,
 ) -> Result<Admission, ControlError> {
+    let Serving {
+        host,
+        agent,
+        id,
+        kind,
+    } = *serving;
     let mut notes = Vec::new();
     let record = match store.runtime(id.as_str())? {
         None => {
             notes.push(format!("registered runtime {id} for agent {agent}"));
-            new_record(id, agent, now)
+            new_record(id, agent, kind, now)
         }
         Some(r) => {
-            let mismatch = mismatch(&r, agent, host);
+            let mismatch = mismatch(&r, agent, host, kind);
             if let Some(what) = mismatch {
                 return Err(ControlError::Mismatch {
                     id: id.to_string(),
                     what,
-                    repair: repair_command(agent, id.as_str()),
+                    repair: repair_command(agent, id.as_str(), kind),
                 });
             }
             if r.status == RuntimeStatus::Revoked {
                 return Err(ControlError::Revoked {
                     id: id.to_string(),
-                    repair: repair_command(agent, id.as_str()),
+                    repair: repair_command(agent, id.as_str(), kind),
                 });
             }
             r
@@ -162,19 +201,17 @@ pub fn admit(
     Ok(Admission { record, notes })
 }
 
-/// Why the record cannot be served as `agent`'s interactive runtime here.
-fn mismatch(r: &RuntimeRecord, agent: &str, host: &str) -> Option<String> {
+/// Why the record cannot be served as `agent`'s runtime of `kind` here.
+fn mismatch(r: &RuntimeRecord, agent: &str, host: &str, kind: RuntimeKind) -> Option<String> {
+    let kind = kind.as_str();
     if r.agent != agent {
         return Some(format!("it belongs to agent {}, not {agent}", r.agent));
     }
-    if r.kind != INTERACTIVE {
-        return Some(format!("its kind is {}, not {INTERACTIVE}", r.kind));
+    if r.kind != kind {
+        return Some(format!("its kind is {}, not {kind}", r.kind));
     }
-    if r.connector != INTERACTIVE {
-        return Some(format!(
-            "its connector is {}, not {INTERACTIVE}",
-            r.connector
-        ));
+    if r.connector != kind {
+        return Some(format!("its connector is {}, not {kind}", r.connector));
     }
     match &r.host {
         Some(h) if h != host => Some(format!("it is registered on another host ({h})")),
@@ -182,13 +219,13 @@ fn mismatch(r: &RuntimeRecord, agent: &str, host: &str) -> Option<String> {
     }
 }
 
-/// A new interactive runtime of `agent`, not yet served.
-fn new_record(id: &SessionName, agent: &str, now: u64) -> RuntimeRecord {
+/// A new runtime of `agent`, not yet served.
+fn new_record(id: &SessionName, agent: &str, kind: RuntimeKind, now: u64) -> RuntimeRecord {
     RuntimeRecord {
         id: id.to_string(),
         agent: agent.to_owned(),
-        kind: INTERACTIVE.into(),
-        connector: INTERACTIVE.into(),
+        kind: kind.as_str().into(),
+        connector: kind.as_str().into(),
         max_concurrent: 1,
         status: RuntimeStatus::Offline,
         host: None,
@@ -227,7 +264,7 @@ pub fn configure(
             let agent = c.agent.ok_or_else(|| ControlError::NoActor {
                 what: format!("create runtime {}", c.id),
             })?;
-            new_record(c.id, agent, now)
+            new_record(c.id, agent, RuntimeKind::Interactive, now)
         }
     };
     if let Some(agent) = c.agent {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::inbox::{with_store, Inbox, SharedStore};
-use super::registration::{admit, STALE_AFTER_BEATS};
+use super::registration::{admit, RuntimeKind, Serving, STALE_AFTER_BEATS};
 use super::start::{plan_start, StartPlan, StartRequest, TakeoverOptions};
 use super::ControlError;
 use crate::adapter::Entry;
@@ -54,14 +54,13 @@ pub struct ServeOptions {
 /// Serves the runtime until the provider exits; returns its exit code.
 pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlError> {
     let registry = Registry::new(ensure_runtime_root()?, is_dialable);
-    let admission = admit(
-        store.as_ref(),
-        &registry,
-        &opts.host,
-        &opts.agent,
-        &opts.id,
-        unix_millis(),
-    )?;
+    let serving = Serving {
+        host: &opts.host,
+        agent: &opts.agent,
+        id: &opts.id,
+        kind: RuntimeKind::Interactive,
+    };
+    let admission = admit(store.as_ref(), &registry, &serving, unix_millis())?;
     let start = plan_start(&StartRequest {
         argv: &opts.argv,
         cwd: opts.cwd.clone(),
@@ -222,7 +221,7 @@ impl GoingOnline {
 
 /// Marks the runtime OFFLINE with `reason` and returns the attempt it held
 /// to the queue.
-fn go_offline(
+pub(super) fn go_offline(
     store: &SharedStore,
     id: &str,
     endpoint_id: &str,
@@ -241,7 +240,7 @@ fn go_offline(
 
 /// Heartbeats until the process ends; each beat also extends the lease of
 /// the delivery in flight, so only a dead runtime's attempts expire.
-async fn beat(
+pub(super) async fn beat(
     store: SharedStore,
     runtime: String,
     endpoint_id: String,

@@ -223,6 +223,7 @@ impl DeliveryCoordinator {
                 submitted: unix_millis(),
                 enter_presses: presses,
                 style: if paste { "paste" } else { "typed" }.into(),
+                stop_reason: None,
             }),
             Err(failure) => {
                 let typed = Typing {

@@ -23,6 +23,11 @@ pub use validate::{validate, validate_bytes, InvalidText, MAX_TEXT_BYTES};
 
 /// Proof that a delivery took: when the text showed on the screen, when
 /// Enter was first pressed, and when the submission was seen (Unix ms).
+///
+/// A delivery into an ACP runtime is a prompt (style `prompt`): `entered`
+/// is when the prompt was sent, `echoed` when the agent's first update of
+/// the turn came (its response, if it sent none), `submitted` when the
+/// turn ended, with the agent's `stop_reason`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     pub echoed: u64,
@@ -30,8 +35,11 @@ pub struct Evidence {
     pub submitted: u64,
     /// Enter presses it took (more than one: a lost Enter was recovered).
     pub enter_presses: u32,
-    /// `paste` or `typed`.
+    /// `paste`, `typed` or `prompt`.
     pub style: String,
+    /// How the agent ended the turn (`end_turn`, `cancelled` …); prompts only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
 }
 
 /// What a delivery that failed after typing left in the input line: the
@@ -93,6 +101,9 @@ pub enum DeliveryError {
     NotSubmitted { presses: u32, left: Leftover },
     #[error("the session ended before the delivery finished")]
     Ended,
+    /// An ACP agent answered the prompt with an error.
+    #[error("the agent refused the prompt: {0}")]
+    Refused(String),
     #[error("this session runs cells, which type for themselves; use: k run")]
     RunsCells,
 }

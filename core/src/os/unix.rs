@@ -411,3 +411,32 @@ mod tests {
         assert_ne!(long, endpoint_path(root, &"m".repeat(150)));
     }
 }
+
+/// Sets up a piped child (an ACP agent) so that it does not outlive its
+/// supervisor: its own process group (ended as a whole, with the helpers
+/// it starts), and on Linux SIGKILL when the supervisor dies, even by
+/// SIGKILL. Its helpers see their pipes close and end on their own.
+pub fn tie_to_supervisor(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Signals the process group `pid` leads (see [`tie_to_supervisor`]):
+/// SIGTERM, or SIGKILL with `now`.
+pub fn signal_group(pid: u32, now: bool) {
+    let signal = if now {
+        Signal::SIGKILL
+    } else {
+        Signal::SIGTERM
+    };
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), signal);
+}

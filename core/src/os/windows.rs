@@ -403,3 +403,12 @@ pub fn redirect_output_to_log(log: &Path) {
         SetStdHandle(STD_ERROR_HANDLE, target);
     }
 }
+
+/// Nothing yet on Windows: a job object would tie the agent's life to the
+/// supervisor's; without one it ends when its input closes.
+pub fn tie_to_supervisor(_cmd: &mut tokio::process::Command) {}
+
+/// Ends the process itself (its own children live on; see [`kill`]).
+pub fn signal_group(pid: u32, _now: bool) {
+    kill(pid);
+}

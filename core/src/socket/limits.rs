@@ -81,7 +81,10 @@ fn request_limit(request: &Request) -> usize {
         | Request::CellStatus
         | Request::Subscribe { .. }
         | Request::History { .. }
-        | Request::Nudge { .. } => SMALL_REQUEST,
+        | Request::Nudge { .. }
+        | Request::AcpStatus
+        | Request::Cancel
+        | Request::Follow => SMALL_REQUEST,
     }
 }
 

@@ -74,6 +74,15 @@ pub enum Request {
         wait_for: Option<String>,
         timeout_ms: u64,
     },
+    /// An ACP runtime's state: its agent, its session, the running turn.
+    AcpStatus,
+    /// End the running turn of an ACP runtime (`session/cancel`); the
+    /// reply comes when the turn has ended, with its stop reason.
+    Cancel,
+    /// Stream an ACP runtime's transcript: the reply says where the live
+    /// stream starts (the entries before it are in the transcript file),
+    /// then every new entry follows as a `transcript` event.
+    Follow,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +106,50 @@ pub enum Response {
     Lines { lines: Vec<String> },
     Delivered(crate::delivery::Evidence),
     Invocation(InvocationOutcome),
+    Acp(AcpStatus),
+    TurnEnded { stop_reason: String },
+    Following { next_seq: u64 },
+}
+
+/// An ACP runtime as its supervisor knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcpStatus {
+    /// The ACP session the agent runs (the runtime's conversation).
+    pub session_id: String,
+    /// The agent's name and version, as `initialize` gave them.
+    pub agent_name: Option<String>,
+    pub agent_version: Option<String>,
+    pub protocol_version: u16,
+    /// When the running turn's prompt was sent (Unix ms); none when idle.
+    pub turn_started: Option<u64>,
+    /// Turns ended since the supervisor started.
+    pub turns: u64,
+}
+
+/// One line of an ACP runtime's transcript: a JSON-RPC message in either
+/// direction, or the supervisor's own note.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptEntry {
+    pub seq: u64,
+    /// UTC ISO 8601 with milliseconds.
+    pub ts: String,
+    pub dir: Direction,
+    /// The JSON-RPC message, when the line parsed as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<serde_json::Value>,
+    /// A line that was not JSON (cut to a few KiB), or the supervisor's
+    /// note: a policy's answer, a refusal, the agent's exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    ToAgent,
+    FromAgent,
+    /// Said by the supervisor itself.
+    Note,
 }
 
 /// How one delivery of a message ended.
@@ -114,6 +167,7 @@ pub enum Event {
     /// The child ended; the supervisor is about to exit.
     Exited(ExitInfo),
     Cell(CellEvent),
+    Transcript(TranscriptEntry),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -92,6 +92,11 @@ CREATE INDEX attempts_runtime ON attempts(runtime, outcome);
     r#"
 ALTER TABLE runtimes RENAME COLUMN session_id TO conversation_id;
 "#,
+    // 3: a delivery into an ACP runtime is a prompt; its evidence ends with
+    // the agent's stop reason.
+    r#"
+ALTER TABLE attempts ADD COLUMN ev_stop_reason TEXT;
+"#,
 ];
 
 /// The schema version this build creates and understands.

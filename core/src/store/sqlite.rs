@@ -189,7 +189,7 @@ const RUNTIME_COLS: &str = "id, agent, kind, connector, max_concurrent, status, 
 const INVOCATION_COLS: &str =
     "id, seq, from_agent, to_agent, body, status, created, delivered, reason, attempts";
 const ATTEMPT_COLS: &str = "id, invocation, runtime, endpoint_id, started, lease_until, finished, \
-     outcome, reason, ev_echoed, ev_entered, ev_submitted, ev_enter_presses, ev_style";
+     outcome, reason, ev_echoed, ev_entered, ev_submitted, ev_enter_presses, ev_style, ev_stop_reason";
 
 fn agent_row(r: &Row<'_>) -> rusqlite::Result<Agent> {
     Ok(Agent {
@@ -243,6 +243,7 @@ fn attempt_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
             submitted: r.get("ev_submitted")?,
             enter_presses: r.get("ev_enter_presses")?,
             style,
+            stop_reason: r.get("ev_stop_reason")?,
         }),
         None => None,
     };
@@ -535,7 +536,7 @@ impl Store for SqliteStore {
                 tx.execute(
                     "UPDATE attempts SET outcome = 'DELIVERED', finished = ?2, reason = NULL, \
                        ev_echoed = ?3, ev_entered = ?4, ev_submitted = ?5, \
-                       ev_enter_presses = ?6, ev_style = ?7 \
+                       ev_enter_presses = ?6, ev_style = ?7, ev_stop_reason = ?8 \
                      WHERE id = ?1",
                     params![
                         attempt,
@@ -544,7 +545,8 @@ impl Store for SqliteStore {
                         ev.entered,
                         ev.submitted,
                         ev.enter_presses,
-                        ev.style
+                        ev.style,
+                        ev.stop_reason
                     ],
                 )?;
                 tx.execute(
@@ -693,6 +695,7 @@ mod tests {
             submitted,
             enter_presses: 1,
             style: "enter".into(),
+            stop_reason: None,
         }
     }
 

@@ -2,105 +2,46 @@
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::limits::{Inbound, Refusal};
+use super::framed::{kind_of, Closed, Framed};
+use super::limits::Refusal;
 use super::{sleep_until, SessionHandle, Shared, MAX_KILL_GRACE};
-use crate::delivery::{DeliveryError, DeliveryOptions};
+use crate::delivery::DeliveryOptions;
 use crate::pty::size::SizeError;
-use crate::socket::codec::{encode, Frame, Message};
+use crate::socket::codec::{Frame, Message};
 use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
-use crate::socket::{check_peer, split, ReadHalf, Stream, WriteHalf};
+use crate::socket::Stream;
 
 pub(super) async fn serve(stream: Stream, shared: Shared) {
-    // A stranger is refused before it can take a place.
-    let admitted = check_peer(&stream)
-        .and_then(|()| shared.limits.admit().map_err(|refusal| refusal.to_string()));
-    let (read, write) = split(stream);
-    let mut conn = Connection {
-        read,
-        write,
-        inbound: Inbound::new(shared.limits.clone()),
-        shared,
+    let Some((framed, _slot)) = Framed::admit(stream, &shared.limits).await else {
+        return;
     };
-    let _slot = match admitted {
-        Ok(slot) => slot,
-        Err(message) => {
-            tracing::warn!("{message}");
-            let _ = conn.refuse(0, message).await;
-            return;
-        }
-    };
+    let mut conn = Connection { framed, shared };
     let _ = conn.requests().await;
 }
 
-/// How long a refused client is given to take its one-line answer.
-const REFUSAL_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
-
 struct Connection {
-    read: ReadHalf,
-    write: WriteHalf,
-    inbound: Inbound,
+    framed: Framed,
     shared: Shared,
-}
-
-/// Why a connection stopped; only ever logged.
-enum Closed {
-    Peer,
-    Fatal,
 }
 
 impl Connection {
     async fn send(&mut self, id: u32, message: Message) -> std::io::Result<()> {
-        self.write
-            .write_all(&encode(&Frame::new(id, message)))
-            .await
+        self.framed.send(id, message).await
     }
 
     async fn reply(&mut self, id: u32, response: Response) -> Result<(), Closed> {
-        self.send(id, Message::Response(response))
-            .await
-            .map_err(|_| Closed::Peer)
+        self.framed.reply(id, response).await
     }
 
-    /// Answers `id` with `message` and gives up on the connection (bounded:
-    /// a client that does not read is not waited for).
-    async fn refuse(&mut self, id: u32, message: String) -> Closed {
-        let answer = self.send(id, Message::Response(Response::Error { message }));
-        let _ = tokio::time::timeout(REFUSAL_WRITE, answer).await;
-        Closed::Fatal
-    }
-
-    /// The next frame from the peer. Frames over their limit, beyond the
-    /// budget or unfinished past the deadline are answered once and the
-    /// connection closed: past them the stream cannot be read in step.
     async fn next_frame(&mut self) -> Result<Frame, Closed> {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match self.inbound.next_frame() {
-                Ok(Some(frame)) => return Ok(frame),
-                Ok(None) => {}
-                Err(refusal) => return Err(self.refused(0, refusal).await),
-            }
-            tokio::select! {
-                read = self.read.read(&mut buf) => match read {
-                    Ok(0) | Err(_) => return Err(Closed::Peer),
-                    Ok(n) => self.inbound.push(&buf[..n]),
-                },
-                _ = sleep_until(self.inbound.deadline()) => {
-                    let refusal = self.inbound.unfinished();
-                    return Err(self.refused(0, refusal).await);
-                }
-            }
-        }
+        self.framed.next_frame().await
     }
 
-    /// [`Connection::refuse`] for a refusal of what the peer sent; logged,
-    /// as a client that gets it is likely broken.
     async fn refused(&mut self, id: u32, refusal: Refusal) -> Closed {
-        tracing::warn!("closing a connection: {refusal}");
-        self.refuse(id, refusal.to_string()).await
+        self.framed.refused(id, refusal).await
     }
 
     async fn requests(&mut self) -> Result<(), Closed> {
@@ -219,47 +160,11 @@ impl Connection {
             let message = "this session is not an interactive runtime; it has no inbox".into();
             return Response::Error { message };
         }
-        // The id is echoed in replies and compared with the store's.
-        if let Some(Err(e)) = wait_for.as_deref().map(crate::ids::Id::message) {
-            return Response::Error {
-                message: e.to_string(),
-            };
-        }
-        let inbox = self.shared.inbox.clone();
-        // Subscribe before waking the inbox, so the outcome cannot be missed.
-        let mut finished = inbox.finished.subscribe();
-        inbox.nudge.notify_one();
-        let Some(id) = wait_for else {
-            return Response::Ok;
-        };
-
-        if let Some(outcome) = inbox.recent(&id) {
-            return Response::Invocation(outcome);
-        }
-        let wait = async {
-            loop {
-                match finished.recv().await {
-                    Ok(outcome) if outcome.id == id => return Some(outcome),
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => {
-                        if let Some(outcome) = inbox.recent(&id) {
-                            return Some(outcome);
-                        }
-                    }
-                    Err(RecvError::Closed) => return None,
-                }
-            }
-        };
         let mut exit = self.shared.exit.clone();
-        let timeout = std::time::Duration::from_millis(timeout_ms);
-        tokio::select! {
-            outcome = tokio::time::timeout(timeout, wait) => match outcome {
-                Ok(Some(outcome)) => Response::Invocation(outcome),
-                Ok(None) => Response::Error { message: DeliveryError::Ended.to_string() },
-                Err(_) => Response::Error { message: format!("message {id} was not delivered within {} s; see: agent-comms message show {id}", timeout_ms.div_ceil(1000)) },
-            },
-            _ = exited(&mut exit) => Response::Error { message: DeliveryError::Ended.to_string() },
-        }
+        let ended = async move {
+            exited(&mut exit).await;
+        };
+        self.shared.inbox.nudge(wait_for, timeout_ms, ended).await
     }
 
     /// Requests answered from state at once.
@@ -318,6 +223,12 @@ impl Connection {
                     lines: c.history(lines),
                 },
                 Err(message) => Response::Error { message },
+            },
+            Request::AcpStatus | Request::Cancel | Request::Follow => Response::Error {
+                message: format!(
+                    "session '{}' is not an ACP runtime; it has no ACP session to report, cancel or follow",
+                    state.info.record.name
+                ),
             },
             Request::Attach { .. }
             | Request::Kill { .. }
@@ -382,15 +293,15 @@ impl Connection {
                     }
                     Err(RecvError::Closed) => return Ok(()),
                 },
-                read = self.read.read(&mut buf) => match read {
+                read = self.framed.read.read(&mut buf) => match read {
                     Ok(0) | Err(_) => return Err(Closed::Peer),
                     Ok(n) => {
-                        self.inbound.push(&buf[..n]);
+                        self.framed.inbound.push(&buf[..n]);
                         self.stream_input(id, interactive).await?;
                     }
                 },
-                _ = sleep_until(self.inbound.deadline()) => {
-                    let refusal = self.inbound.unfinished();
+                _ = sleep_until(self.framed.inbound.deadline()) => {
+                    let refusal = self.framed.inbound.unfinished();
                     return Err(self.refused(id, refusal).await);
                 }
                 info = exited(&mut exit) => {
@@ -407,7 +318,7 @@ impl Connection {
 
     async fn stream_input(&mut self, id: u32, interactive: bool) -> Result<(), Closed> {
         loop {
-            let frame = match self.inbound.next_frame() {
+            let frame = match self.framed.inbound.next_frame() {
                 Ok(Some(f)) => f,
                 Ok(None) => return Ok(()),
                 Err(refusal) => return Err(self.refused(id, refusal).await),
@@ -460,7 +371,7 @@ impl Connection {
                     Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => return Ok(()),
                 },
-                read = self.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
+                read = self.framed.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
             }
         }
     }
@@ -490,16 +401,5 @@ fn attach_size(
             crate::pty::size::checked(rows, cols).map(Some)
         }
         _ => Ok(None),
-    }
-}
-
-fn kind_of(message: &Message) -> &'static str {
-    match message {
-        Message::Request(_) => "request",
-        Message::Response(_) => "response",
-        Message::Event(_) => "event",
-        Message::Input(_) => "input",
-        Message::Output(_) => "output",
-        Message::Invalid { .. } => "invalid",
     }
 }

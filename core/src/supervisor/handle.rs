@@ -8,7 +8,8 @@ use tokio::sync::{broadcast, Notify};
 
 use super::Shared;
 use crate::delivery::{DeliveryError, DeliveryOptions, Evidence};
-use crate::socket::protocol::InvocationOutcome;
+use crate::socket::protocol::{InvocationOutcome, Response};
+use tokio::sync::broadcast::error::RecvError;
 
 /// Outcomes remembered for a client that asks after one already finished.
 const RECENT_OUTCOMES: usize = 256;
@@ -75,7 +76,7 @@ impl Default for InboxLink {
 }
 
 impl InboxLink {
-    fn announce(&self, outcome: InvocationOutcome) {
+    pub fn announce(&self, outcome: InvocationOutcome) {
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if recent.len() == RECENT_OUTCOMES {
             recent.pop_front();
@@ -83,6 +84,58 @@ impl InboxLink {
         recent.push_back(outcome.clone());
         drop(recent);
         let _ = self.finished.send(outcome);
+    }
+
+    /// Wakes the inbox; with `wait_for`, answers once that message's
+    /// delivery attempt ended, at most `timeout_ms`, or when `ended` (the
+    /// session's end) resolves.
+    pub async fn nudge(
+        &self,
+        wait_for: Option<String>,
+        timeout_ms: u64,
+        ended: impl std::future::Future<Output = ()>,
+    ) -> Response {
+        // The id is echoed in replies and compared with the store's.
+        if let Some(Err(e)) = wait_for.as_deref().map(crate::ids::Id::message) {
+            return Response::Error {
+                message: e.to_string(),
+            };
+        }
+        // Subscribe before waking the inbox, so the outcome cannot be missed.
+        let mut finished = self.finished.subscribe();
+        self.nudge.notify_one();
+        let Some(id) = wait_for else {
+            return Response::Ok;
+        };
+        if let Some(outcome) = self.recent(&id) {
+            return Response::Invocation(outcome);
+        }
+        let wait = async {
+            loop {
+                match finished.recv().await {
+                    Ok(outcome) if outcome.id == id => return Some(outcome),
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        if let Some(outcome) = self.recent(&id) {
+                            return Some(outcome);
+                        }
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        };
+        let ended_error = || Response::Error {
+            message: DeliveryError::Ended.to_string(),
+        };
+        let timeout = std::time::Duration::from_millis(timeout_ms);
+        tokio::select! {
+            outcome = tokio::time::timeout(timeout, wait) => match outcome {
+                Ok(Some(outcome)) => Response::Invocation(outcome),
+                Ok(None) => ended_error(),
+                Err(_) => Response::Error { message: format!("message {id} was not delivered within {} s; see: agent-comms message show {id}", timeout_ms.div_ceil(1000)) },
+            },
+            _ = ended => ended_error(),
+        }
     }
 
     /// How `id` ended, if it already did.

@@ -40,8 +40,16 @@ pub fn spawn_detached(
     config: &SupervisorConfig,
     log: &Path,
 ) -> Result<SessionRecord, LaunchError> {
+    let spec = serde_json::to_vec(config).expect("config serializes");
+    let record = spawn_daemon(exe, SUPERVISOR_ARG, &spec, log)?;
+    serde_json::from_str(&record).map_err(|e| LaunchError::Refused(format!("bad ready line: {e}")))
+}
+
+/// Starts `exe ARG` detached with `spec` on its standard input and waits
+/// for its one status line: returns what follows `READY `.
+pub fn spawn_daemon(exe: &Path, arg: &str, spec: &[u8], log: &Path) -> Result<String, LaunchError> {
     let mut cmd = Command::new(exe);
-    cmd.arg(SUPERVISOR_ARG)
+    cmd.arg(arg)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -51,9 +59,8 @@ pub fn spawn_detached(
         source,
     };
     let mut child = cmd.spawn().map_err(exec_err)?;
-    let spec = serde_json::to_vec(config).expect("config serializes");
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&spec).map_err(exec_err)?;
+        stdin.write_all(spec).map_err(exec_err)?;
     }
     let mut line = String::new();
     let stdout = child.stdout.take().expect("piped");
@@ -61,9 +68,8 @@ pub fn spawn_detached(
     // The supervisor keeps running; reap it only if it already ended, so it
     // does not linger as a zombie of a long-lived launcher (tests, km).
     let _ = child.try_wait();
-    if let Some(record) = line.strip_prefix("READY ") {
-        return serde_json::from_str(record.trim())
-            .map_err(|e| LaunchError::Refused(format!("bad ready line: {e}")));
+    if let Some(ready) = line.strip_prefix("READY ") {
+        return Ok(ready.trim().to_owned());
     }
     let _ = child.wait();
     match line.strip_prefix("ERROR ") {
@@ -72,23 +78,33 @@ pub fn spawn_detached(
     }
 }
 
-/// The body of a detached supervisor process (after [`SUPERVISOR_ARG`]).
-/// Returns the process exit code.
-pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
+/// The first steps of every detached daemon: signals as a fresh process
+/// has them, and its configuration read from standard input (which then
+/// points at /dev/null). `None` (with an ERROR line said) when it is not
+/// a `T`.
+pub fn daemon_config<T: serde::de::DeserializeOwned>() -> Option<T> {
     reset_signals();
     return_large_buffers_to_the_system();
     let mut spec = Vec::new();
     if std::io::stdin().read_to_end(&mut spec).is_err() {
-        return 2;
+        return None;
     }
-    let config: SupervisorConfig = match serde_json::from_slice(&spec) {
-        Ok(c) => c,
+    redirect_stdin_to_null();
+    match serde_json::from_slice(&spec) {
+        Ok(c) => Some(c),
         Err(e) => {
             println!("ERROR invalid supervisor configuration: {e}");
-            return 2;
+            None
         }
+    }
+}
+
+/// The body of a detached supervisor process (after [`SUPERVISOR_ARG`]).
+/// Returns the process exit code.
+pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
+    let Some(config) = daemon_config::<SupervisorConfig>() else {
+        return 2;
     };
-    redirect_stdin_to_null();
     let log = crate::paths::runtime_root();
     let paths = SessionPaths::new(&log, &config.name);
     let rt = match runtime() {

@@ -10,11 +10,12 @@
 
 mod connection;
 pub mod foreground;
-mod handle;
+pub(crate) mod framed;
+pub(crate) mod handle;
 mod keyboard;
 pub mod launch;
-mod limits;
-mod signals;
+pub(crate) mod limits;
+pub(crate) mod signals;
 mod terminal;
 
 use std::path::PathBuf;
@@ -280,7 +281,7 @@ impl Shared {
 
 /// Binds the session's endpoint: refused while a live supervisor holds the
 /// name; a stale record or socket is replaced (the bool says so).
-fn claim_endpoint(
+pub(crate) fn claim_endpoint(
     registry: &Registry,
     name: &SessionName,
 ) -> Result<(socket::Listener, bool), SupervisorError> {
@@ -602,7 +603,7 @@ fn adapter_input(spec: Option<&AdapterSpec>) -> Input {
         .unwrap_or_default()
 }
 
-fn write_record(paths: &SessionPaths, record: &SessionRecord) -> std::io::Result<()> {
+pub(crate) fn write_record(paths: &SessionPaths, record: &SessionRecord) -> std::io::Result<()> {
     let tmp = paths.record.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(record).expect("record serializes"))?;
     crate::paths::make_owner_only(&tmp)?;

@@ -4,7 +4,7 @@
 /// exit. (In foreground mode the terminal is raw, so a person's Ctrl-C reaches
 /// the child as a byte, not the supervisor as a signal.)
 #[cfg(unix)]
-pub(super) struct TerminationSignals {
+pub(crate) struct TerminationSignals {
     term: Option<tokio::signal::unix::Signal>,
     int: Option<tokio::signal::unix::Signal>,
     hup: Option<tokio::signal::unix::Signal>,
@@ -41,7 +41,7 @@ impl TerminationSignals {
 /// The console's counterparts: Ctrl-C, Ctrl-Break and closing the console
 /// window. A detached supervisor has no console and ends by request only.
 #[cfg(windows)]
-pub(super) struct TerminationSignals {
+pub(crate) struct TerminationSignals {
     c: Option<tokio::signal::windows::CtrlC>,
     brk: Option<tokio::signal::windows::CtrlBreak>,
     close: Option<tokio::signal::windows::CtrlClose>,

@@ -1,0 +1,186 @@
+//! What code beside an ACP supervisor (its endpoint's connections, the
+//! runtime's inbox) may do with the agent: send it a prompt with the
+//! delivery discipline, cancel the running turn, read its state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ContentBlock, PromptRequest, SessionId, TextContent,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::Agent;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::transcript::Tap;
+use super::turns::{NoTurn, Turns};
+use crate::delivery::{validate::validate, DeliveryError, DeliveryOptions, Evidence};
+use crate::socket::protocol::{AcpStatus, ExitInfo, InvocationOutcome};
+use crate::supervisor::handle::InboxLink;
+use crate::time::unix_millis;
+
+/// How long a cancelled turn may take to end before `cancel` says so.
+const CANCEL_WAIT: Duration = Duration::from_secs(30);
+
+/// Resolves once the agent is gone, with its exit.
+pub(super) async fn gone(exit: &mut watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+    let unknown = ExitInfo {
+        code: None,
+        signal: None,
+    };
+    match exit.wait_for(Option::is_some).await {
+        Ok(info) => info.clone().unwrap_or(unknown),
+        Err(_) => unknown,
+    }
+}
+
+/// The agent as `initialize` described it.
+#[derive(Debug, Clone, Default)]
+pub struct AgentInfo {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub protocol_version: u16,
+}
+
+#[derive(Clone)]
+pub struct AcpHandle {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub connection: ConnectionTo<Agent>,
+    pub session_id: SessionId,
+    pub agent: AgentInfo,
+    pub turns: Arc<Turns>,
+    pub tap: Arc<Tap>,
+    pub inbox: InboxLink,
+    /// Set once the agent is gone.
+    pub exit: watch::Receiver<Option<ExitInfo>>,
+    /// Asks the supervisor to end the agent, with this grace.
+    pub terminate: mpsc::UnboundedSender<Duration>,
+}
+
+impl AcpHandle {
+    /// Sends `text` as one prompt, when no turn runs and it is this
+    /// caller's turn (first come, first served; `try_only` fails at once),
+    /// and waits for the turn to end. The evidence says when the prompt was
+    /// sent, when the agent's first update came and how the turn ended.
+    pub async fn prompt(
+        &self,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> Result<Evidence, DeliveryError> {
+        validate(text)?;
+        let inner = &self.inner;
+        let wait = Duration::from_millis(options.timeout_ms);
+        let mut exit = inner.exit.clone();
+        let turn = tokio::select! {
+            turn = inner.turns.begin(options.try_only, wait) => turn.map_err(|e| match e {
+                NoTurn::Busy => DeliveryError::NotReady("a turn is running".into()),
+                NoTurn::Timeout => DeliveryError::Timeout {
+                    secs: wait.as_secs(),
+                    waiting: "the running turn ended".into(),
+                },
+            })?,
+            _ = gone(&mut exit) => return Err(DeliveryError::Ended),
+        };
+        let request = PromptRequest::new(
+            inner.session_id.clone(),
+            vec![ContentBlock::Text(TextContent::new(text))],
+        );
+        turn.sent();
+        let response = tokio::select! {
+            r = inner.connection.send_request(request).block_task() => r,
+            _ = gone(&mut exit) => return Err(DeliveryError::Ended),
+        };
+        let ended = unix_millis();
+        let running = turn.running();
+        match response {
+            Ok(response) => {
+                let stop_reason = super::wire_name(&response.stop_reason);
+                turn.finish(Some(stop_reason.clone()));
+                Ok(Evidence {
+                    echoed: running.first_update.unwrap_or(ended),
+                    entered: running.sent,
+                    submitted: ended,
+                    enter_presses: 0,
+                    style: "prompt".into(),
+                    stop_reason: Some(stop_reason),
+                })
+            }
+            Err(_) if inner.exit.borrow().is_some() || inner.connection.is_incoming_closed() => {
+                Err(DeliveryError::Ended)
+            }
+            Err(e) => Err(DeliveryError::Refused(
+                crate::display::one_line(&e.to_string()).into_owned(),
+            )),
+        }
+    }
+
+    /// Sends `session/cancel` for the running turn and waits for it to end;
+    /// returns its stop reason.
+    pub async fn cancel(&self) -> Result<String, String> {
+        let inner = &self.inner;
+        if inner.turns.running().is_none() {
+            return Err("no turn is running; there is nothing to cancel".into());
+        }
+        // Watched before the notification goes: the end cannot be missed.
+        let ended = inner.turns.turn_end();
+        inner
+            .connection
+            .send_notification(CancelNotification::new(inner.session_id.clone()))
+            .map_err(|e| format!("cannot send session/cancel: {e}"))?;
+        match tokio::time::timeout(CANCEL_WAIT, ended).await {
+            Ok(Some(reason)) => Ok(reason),
+            Ok(None) => Err("the turn ended without a stop reason (the agent went away)".into()),
+            Err(_) => Err(format!(
+                "the agent did not end the turn within {} s of session/cancel",
+                CANCEL_WAIT.as_secs()
+            )),
+        }
+    }
+
+    pub fn status(&self) -> AcpStatus {
+        let inner = &self.inner;
+        AcpStatus {
+            session_id: inner.session_id.to_string(),
+            agent_name: inner.agent.name.clone(),
+            agent_version: inner.agent.version.clone(),
+            protocol_version: inner.agent.protocol_version,
+            turn_started: inner.turns.running().map(|r| r.sent),
+            turns: inner.turns.ended_count(),
+        }
+    }
+
+    pub fn session_id(&self) -> String {
+        self.inner.session_id.to_string()
+    }
+
+    pub fn tap(&self) -> &Arc<Tap> {
+        &self.inner.tap
+    }
+
+    pub(super) fn inbox(&self) -> &InboxLink {
+        &self.inner.inbox
+    }
+
+    /// Notified when a client says new messages wait (`send`, `redeliver`).
+    pub fn nudges(&self) -> Arc<Notify> {
+        self.inner.inbox.nudge.clone()
+    }
+
+    /// Tells clients waiting on this message how it ended.
+    pub fn announce(&self, outcome: InvocationOutcome) {
+        self.inner.inbox.announce(outcome);
+    }
+
+    /// The agent's exit, once it happened.
+    pub fn exit(&self) -> watch::Receiver<Option<ExitInfo>> {
+        self.inner.exit.clone()
+    }
+
+    /// Ends the agent (as `session kill` does); the supervisor then exits.
+    pub fn terminate(&self, grace: Duration) {
+        let _ = self.inner.terminate.send(grace);
+    }
+}

@@ -1,0 +1,394 @@
+//! The ACP supervisor: one process per runtime, owning the agent's stdio
+//! (where a PTY supervisor owns a terminal) and one endpoint socket.
+//!
+//! Starting is all or nothing, and everything that can refuse comes first:
+//! the policy is read (a broken file starts nothing), the endpoint is bound
+//! (a second supervisor of one name fails there), then the agent starts and
+//! is initialized once, and its session is opened — a new one, or exactly
+//! the one the runtime is bound to, continued (`session/resume` when the
+//! agent offers it: agents disagree on whether `session/load` replays, and
+//! the transcript already holds the conversation). Only then is the session
+//! record written and the runtime usable.
+//!
+//! The supervisor ends when the agent exits, when asked to (`session kill`,
+//! a signal), when the policy's end condition says so, or when the agent
+//! stops reading its input; [`Ended`] says which, with the agent's exit and
+//! its last line on standard error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    LoadSessionRequest, NewSessionRequest, ResumeSessionRequest, SessionId,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, Lines};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::agent::{AgentCommand, AgentProcess};
+use super::client::{self, Context};
+use super::endpoint::{self, Endpoint};
+use super::handle::{AcpHandle, AgentInfo, Inner};
+use super::lines::{self, STALLED};
+use super::policy::{End, Policy};
+use super::transcript::Tap;
+use super::turns::Turns;
+use super::AcpError;
+use crate::paths::ensure_runtime_root;
+use crate::session::{Registry, SessionKind, SessionName, SessionPaths, SessionRecord};
+use crate::socket::protocol::{ExitInfo, SessionInfo};
+use crate::socket::{is_dialable, Listener};
+use crate::supervisor::limits::Limits;
+use crate::supervisor::signals::TerminationSignals;
+use crate::supervisor::{claim_endpoint, write_record};
+use crate::time::now_iso;
+
+/// How long `initialize` and opening the session may take (agents start
+/// in one to a few seconds here; a cold npm cache is slower).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Everything an ACP supervisor needs; sent from the launching command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AcpConfig {
+    pub name: SessionName,
+    pub agent: AgentCommand,
+    /// The command as the user gave it, for listings.
+    pub command_line: String,
+    /// `--policy FILE`; none: the safe default.
+    pub policy: Option<PathBuf>,
+    pub transcript: PathBuf,
+    /// `--record FILE`: a copy of the transcript where the user asked.
+    pub record: Option<PathBuf>,
+    /// The ACP session to continue; none: a new one.
+    pub resume: Option<String>,
+    pub kill_grace_ms: u64,
+}
+
+/// How the supervisor ended.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub exit: ExitInfo,
+    /// Why, in a few words: what the runtime's OFFLINE reason says.
+    pub reason: String,
+}
+
+pub struct AcpSupervisor {
+    handle: AcpHandle,
+    endpoint: Arc<Endpoint>,
+    listener: Listener,
+    agent: AgentProcess,
+    connection: tokio::task::JoinHandle<Result<(), agent_client_protocol::Error>>,
+    stop: oneshot::Sender<()>,
+    exit_tx: watch::Sender<Option<ExitInfo>>,
+    terminate_rx: mpsc::UnboundedReceiver<Duration>,
+    end: End,
+    kill_grace: Duration,
+    registry: Registry,
+    paths: SessionPaths,
+}
+
+impl AcpSupervisor {
+    /// Starts the agent and opens its session; see the module docs for
+    /// the order. Runs inside a tokio runtime.
+    pub async fn start(config: AcpConfig) -> Result<Self, AcpError> {
+        let policy = match &config.policy {
+            Some(path) => Policy::load(path)?,
+            None => Policy::default(),
+        };
+        if policy.serves_terminal() {
+            return Err(AcpError::Unsupported(
+                "[terminal] serve = true: serving terminals is not built yet; set serve = false"
+                    .into(),
+            ));
+        }
+        let end = policy.end().clone();
+        let registry = Registry::new(ensure_runtime_root()?, is_dialable);
+        let paths = registry.paths(&config.name);
+        let (listener, _) = claim_endpoint(&registry, &config.name)?;
+        let started = Self::start_agent(config, policy, listener, registry, paths, end).await;
+        if let Err(e) = &started {
+            tracing::warn!("the ACP session did not start: {e}");
+        }
+        started
+    }
+
+    async fn start_agent(
+        config: AcpConfig,
+        policy: Policy,
+        listener: Listener,
+        registry: Registry,
+        paths: SessionPaths,
+        end: End,
+    ) -> Result<Self, AcpError> {
+        let cleanup = |e: AcpError| {
+            let _ = std::fs::remove_file(&paths.socket);
+            e
+        };
+        let tap = Tap::open(&config.transcript, config.record.as_deref())
+            .map_err(|source| AcpError::Transcript {
+                path: config.transcript.clone(),
+                source,
+            })
+            .map_err(cleanup)?;
+        let (mut agent, stdin, stdout) =
+            AgentProcess::spawn(&config.agent).map_err(|e| cleanup(e.into()))?;
+        tap.note(format!(
+            "started the agent (pid {}): {}",
+            agent.pid(),
+            config.command_line
+        ));
+        let transport = Lines::new(
+            lines::outgoing(stdin, tap.clone(), lines::write_deadline()),
+            lines::incoming(stdout, tap.clone()),
+        );
+        let turns = Arc::new(Turns::default());
+        let ctx = Arc::new(Context {
+            policy: policy.clone(),
+            cwd: config.agent.cwd.clone(),
+            tap: tap.clone(),
+            turns: turns.clone(),
+        });
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop, stop_rx) = oneshot::channel();
+        let connection = tokio::spawn(client::run(ctx, transport, ready_tx, stop_rx));
+        let opened = tokio::select! {
+            opened = tokio::time::timeout(START_TIMEOUT, open(ready_rx, &policy, &config)) => match opened {
+                Ok(opened) => opened,
+                Err(_) => Err(AcpError::Start(format!("the agent did not initialize and open its session within {} s", START_TIMEOUT.as_secs()))),
+            },
+            exit = agent.wait() => Err(AcpError::Start(format!(
+                "the agent exited during start-up ({exit}){}",
+                last_line(&agent.last_stderr())
+            ))),
+        };
+        let (cx, session_id, info) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                tap.note(format!("start failed: {e}"));
+                let _ = agent.end(Duration::from_secs(1)).await;
+                return Err(cleanup(e));
+            }
+        };
+        tap.note(format!(
+            "session {session_id} open with {} {}",
+            info.name.as_deref().unwrap_or("the agent"),
+            info.version.as_deref().unwrap_or("")
+        ));
+        let record = SessionRecord {
+            name: config.name.clone(),
+            kind: SessionKind::Acp,
+            pid: agent.pid(),
+            supervisor_pid: std::process::id(),
+            command: config.command_line.clone(),
+            cwd: config.agent.cwd.display().to_string(),
+            started: now_iso(),
+            socket: paths.socket.clone(),
+        };
+        write_record(&paths, &record).map_err(|source| {
+            cleanup(AcpError::Record {
+                path: paths.record.clone(),
+                source,
+            })
+        })?;
+        let (exit_tx, exit) = watch::channel(None);
+        let (terminate, terminate_rx) = mpsc::unbounded_channel();
+        let handle = AcpHandle {
+            inner: Arc::new(Inner {
+                connection: cx,
+                session_id,
+                agent: info,
+                turns,
+                tap,
+                inbox: Default::default(),
+                exit,
+                terminate,
+            }),
+        };
+        let endpoint = Arc::new(Endpoint {
+            handle: handle.clone(),
+            info: SessionInfo {
+                record,
+                clients: 0,
+                rows: 0,
+                cols: 0,
+            },
+            limits: Arc::new(Limits::from_env()),
+        });
+        Ok(Self {
+            handle,
+            endpoint,
+            listener,
+            agent,
+            connection,
+            stop,
+            exit_tx,
+            terminate_rx,
+            end,
+            kill_grace: Duration::from_millis(config.kill_grace_ms),
+            registry,
+            paths,
+        })
+    }
+
+    pub fn handle(&self) -> AcpHandle {
+        self.handle.clone()
+    }
+
+    pub fn record(&self) -> &SessionRecord {
+        &self.endpoint.info.record
+    }
+
+    /// Serves the endpoint until the session ends; see [`Ended`].
+    pub async fn run(mut self) -> Ended {
+        let mut signals = TerminationSignals::new();
+        let turns = self.handle.inner.turns.clone();
+        let mut ended_turns = turns.watch_ended();
+        // Idle since the start or the last turn's end.
+        let mut idle_since = tokio::time::Instant::now();
+        let reason = loop {
+            let idle_deadline = match self.end {
+                End::Idle(after) => Some(idle_since + after),
+                _ => None,
+            };
+            tokio::select! {
+                stream = self.listener.accept() => {
+                    tokio::spawn(endpoint::serve(stream, self.endpoint.clone()));
+                }
+                exit = self.agent.wait() => {
+                    let why = format!("the agent exited ({exit}){}", last_line(&self.agent.last_stderr()));
+                    break Stop::Exited(exit, why);
+                }
+                finished = &mut self.connection => {
+                    let why = match finished {
+                        Ok(Err(e)) if e.to_string().contains(STALLED) => STALLED.to_owned(),
+                        Ok(Err(e)) => format!("the ACP connection failed: {e}"),
+                        Ok(Ok(())) | Err(_) => "the ACP connection closed".to_owned(),
+                    };
+                    break Stop::End(why);
+                }
+                grace = self.terminate_rx.recv() => {
+                    let grace = grace.unwrap_or(self.kill_grace);
+                    break Stop::EndWithin("ended on request (session kill)".into(), grace);
+                }
+                _ = signals.recv() => break Stop::End("ended by a signal to its supervisor".into()),
+                changed = ended_turns.changed() => {
+                    if changed.is_ok() && self.end == End::FirstTurn {
+                        break Stop::End("the policy's end condition: after the first turn".into());
+                    }
+                    idle_since = tokio::time::Instant::now();
+                }
+                _ = sleep_until(idle_deadline) => {
+                    if turns.running().is_none() {
+                        break Stop::End("the policy's end condition: idle".into());
+                    }
+                    idle_since = tokio::time::Instant::now();
+                }
+            }
+        };
+        self.finish(reason).await
+    }
+
+    async fn finish(mut self, stop: Stop) -> Ended {
+        let (exit, reason) = match stop {
+            Stop::Exited(exit, why) => (exit, why),
+            Stop::End(why) => (self.agent.end(self.kill_grace).await, why),
+            Stop::EndWithin(why, grace) => (self.agent.end(grace).await, why),
+        };
+        let tap = self.handle.tap().clone();
+        tap.note(format!("session ended: {reason}; the agent: {exit}"));
+        let _ = self.stop.send(());
+        self.connection.abort();
+        let _ = self.exit_tx.send(Some(exit.clone()));
+        self.registry
+            .remove_files(&self.paths, &self.endpoint.info.record.socket);
+        Ended { exit, reason }
+    }
+}
+
+enum Stop {
+    Exited(ExitInfo, String),
+    End(String),
+    EndWithin(String, Duration),
+}
+
+/// Waits for the connection, then `initialize` and the session.
+async fn open(
+    ready: oneshot::Receiver<ConnectionTo<Agent>>,
+    policy: &Policy,
+    config: &AcpConfig,
+) -> Result<(ConnectionTo<Agent>, SessionId, AgentInfo), AcpError> {
+    let cx = ready
+        .await
+        .map_err(|_| AcpError::Start("the ACP connection ended before it was ready".into()))?;
+    let init = client::initialize(&cx, policy)
+        .await
+        .map_err(|e| AcpError::Start(format!("initialize failed: {e}")))?;
+    let info = AgentInfo {
+        name: init.agent_info.as_ref().map(|i| i.name.clone()),
+        version: init.agent_info.as_ref().map(|i| i.version.clone()),
+        protocol_version: super::wire_name(&init.protocol_version)
+            .parse()
+            .unwrap_or(1),
+    };
+    let cwd = config.agent.cwd.clone();
+    let session_id = match &config.resume {
+        None => {
+            cx.send_request(NewSessionRequest::new(cwd))
+                .block_task()
+                .await
+                .map_err(|e| AcpError::Start(format!("session/new failed: {e}")))?
+                .session_id
+        }
+        Some(id) => {
+            let id = SessionId::new(id.clone());
+            continue_session(&cx, &id, cwd, init.agent_capabilities.load_session).await?;
+            id
+        }
+    };
+    Ok((cx, session_id, info))
+}
+
+/// Continues session `id`: `session/resume` first (it replays nothing, and
+/// the transcript already holds the conversation), `session/load` when
+/// the agent does not know resume and offers load.
+async fn continue_session(
+    cx: &ConnectionTo<Agent>,
+    id: &SessionId,
+    cwd: PathBuf,
+    loads: bool,
+) -> Result<(), AcpError> {
+    let failed = |method: &str, e: agent_client_protocol::Error| {
+        AcpError::Continue(id.to_string(), format!("{method}: {e}"))
+    };
+    let resumed = cx
+        .send_request(ResumeSessionRequest::new(id.clone(), cwd.clone()))
+        .block_task()
+        .await;
+    match resumed {
+        Ok(_) => Ok(()),
+        Err(e) if loads && i32::from(e.code) == -32601 => cx
+            .send_request(LoadSessionRequest::new(id.clone(), cwd))
+            .block_task()
+            .await
+            .map(drop)
+            .map_err(|e| failed("session/load", e)),
+        Err(e) => Err(failed("session/resume", e)),
+    }
+}
+
+fn last_line(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,285 @@
+//! `runtime acp-serve`: an agent headless over ACP, registered as an
+//! agent's runtime like any other — heartbeat, inbox, OFFLINE with the
+//! reason on exit — whose deliveries are prompts.
+//!
+//! The order is interactive-serve's: the record is admitted first (kind and
+//! connector `ACP`; a mismatch stops here with the repair command), then the
+//! supervisor starts the agent and opens its session — exactly the one the
+//! runtime is bound to, continued, unless `--new-session` — and only then is
+//! the runtime published ONLINE, bound to that session. Messages a killed
+//! serve left mid-delivery go back to the queue first, so the restarted
+//! runtime delivers them again, once.
+//!
+//! Detached (the default) the launching command waits for the one status
+//! line of the daemon it started: `READY` once the runtime is ONLINE, or
+//! `ERROR` with the reason, so a start that fails is reported by the command
+//! that asked for it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::inbox::{with_store, Inbox, SharedStore, Target};
+use super::registration::{admit, RuntimeKind, Serving, STALE_AFTER_BEATS};
+use super::serve::{beat, go_offline};
+use super::ControlError;
+use crate::acp::agent::AgentCommand;
+use crate::acp::handle::AcpHandle;
+use crate::acp::supervisor::{AcpConfig, AcpSupervisor, Ended};
+use crate::acp::transcript::transcript_path;
+use crate::acp::AcpError;
+use crate::delivery::{DeliveryError, DeliveryOptions, DEFAULT_TIMEOUT_MS};
+use crate::ids::random_hex;
+use crate::paths::ensure_runtime_root;
+use crate::session::{Registry, SessionName};
+use crate::socket::is_dialable;
+use crate::socket::protocol::InvocationOutcome;
+use crate::store::{Evidence, RuntimeStatus, Store};
+use crate::supervisor::launch::{daemon_config, spawn_daemon, LaunchError};
+use crate::time::unix_millis;
+
+/// The hidden first argument that makes our binary an ACP supervisor.
+pub const ACP_SUPERVISOR_ARG: &str = "__acp-serve";
+
+/// What `runtime acp-serve` was asked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AcpServeOptions {
+    pub id: SessionName,
+    pub agent: String,
+    pub host: String,
+    /// The adapter whose `[acp]` section gave the command, if one did.
+    pub provider: Option<String>,
+    pub command: AgentCommand,
+    pub policy: Option<PathBuf>,
+    pub record: Option<PathBuf>,
+    /// The first turn's prompt, sent as soon as the session is open.
+    pub prompt: Option<String>,
+    /// Start a new ACP session even when the runtime is bound to one.
+    pub new_session: bool,
+    pub heartbeat_ms: u64,
+    /// The project's state directory (the transcript is kept there).
+    pub state_dir: PathBuf,
+    pub store_path: PathBuf,
+}
+
+/// What a started runtime tells the command that launched it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Started {
+    pub id: String,
+    pub supervisor_pid: u32,
+    pub agent_pid: u32,
+    pub session_id: String,
+    pub agent_name: Option<String>,
+    pub agent_version: Option<String>,
+    pub transcript: PathBuf,
+}
+
+/// Starts the runtime detached and returns once it is ONLINE.
+pub fn launch(exe: &std::path::Path, opts: &AcpServeOptions) -> Result<Started, ControlError> {
+    let log = Registry::new(ensure_runtime_root()?, is_dialable)
+        .paths(&opts.id)
+        .log;
+    let spec = serde_json::to_vec(opts).expect("options serialize");
+    let ready = spawn_daemon(exe, ACP_SUPERVISOR_ARG, &spec, &log).map_err(|e| match e {
+        LaunchError::Refused(why) => ControlError::Body(why),
+        other => ControlError::Body(other.to_string()),
+    })?;
+    serde_json::from_str(&ready).map_err(|e| ControlError::Body(format!("bad ready line: {e}")))
+}
+
+/// The body of the detached ACP supervisor (after [`ACP_SUPERVISOR_ARG`]).
+pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
+    let Some(opts) = daemon_config::<AcpServeOptions>() else {
+        return 2;
+    };
+    let log = match ensure_runtime_root() {
+        Ok(root) => Registry::new(root, is_dialable).paths(&opts.id).log,
+        Err(e) => {
+            println!("ERROR {e}");
+            return 1;
+        }
+    };
+    crate::os::redirect_output_to_log(&log);
+    init_logging();
+    let outcome = serve(opts, |started| {
+        let line = serde_json::to_string(started).expect("serializes");
+        crate::os::write_ready(&format!("READY {line}"));
+    });
+    match outcome {
+        Ok(ended) => {
+            tracing::info!("runtime ended: {}", ended.reason);
+            0
+        }
+        Err(e) => {
+            tracing::warn!("runtime did not start: {e}");
+            crate::os::write_ready(&format!("ERROR {e}"));
+            1
+        }
+    }
+}
+
+/// Serves the runtime until its session ends. `ready` is called once it
+/// is ONLINE.
+pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ended, ControlError> {
+    let store: Box<dyn Store> = Box::new(crate::store::SqliteStore::open(&opts.store_path)?);
+    let registry = Registry::new(ensure_runtime_root()?, is_dialable);
+    let serving = Serving {
+        host: &opts.host,
+        agent: &opts.agent,
+        id: &opts.id,
+        kind: RuntimeKind::Acp,
+    };
+    let admission = admit(store.as_ref(), &registry, &serving, unix_millis())?;
+    for note in &admission.notes {
+        tracing::info!("{note}");
+    }
+    let resume = admission
+        .record
+        .conversation_id
+        .clone()
+        .filter(|_| !opts.new_session);
+    let transcript = transcript_path(&opts.state_dir, opts.id.as_str());
+    let config = AcpConfig {
+        name: opts.id.clone(),
+        command_line: opts.command.argv.join(" "),
+        agent: opts.command.clone(),
+        policy: opts.policy.clone(),
+        transcript: transcript.clone(),
+        record: opts.record.clone(),
+        resume,
+        kill_grace_ms: crate::supervisor::DEFAULT_KILL_GRACE.as_millis() as u64,
+    };
+    let rt = crate::supervisor::runtime()?;
+    let store: SharedStore = Arc::new(Mutex::new(store));
+    rt.block_on(async move {
+        let supervisor = AcpSupervisor::start(config).await.map_err(acp_error)?;
+        let handle = supervisor.handle();
+        let endpoint_id = random_hex(8);
+        let online = Online {
+            store: store.clone(),
+            opts: &opts,
+            record: admission.record,
+            endpoint: supervisor.record().socket.display().to_string(),
+            endpoint_id: endpoint_id.clone(),
+            agent_pid: supervisor.record().pid,
+        };
+        online.publish(&handle).await?;
+        ready(&Started {
+            id: opts.id.to_string(),
+            supervisor_pid: std::process::id(),
+            agent_pid: supervisor.record().pid,
+            session_id: handle.session_id(),
+            agent_name: handle.status().agent_name,
+            agent_version: handle.status().agent_version,
+            transcript,
+        });
+        if let Some(text) = opts.prompt.clone() {
+            tokio::spawn(first_turn(handle.clone(), text));
+        }
+        let ended = supervisor.run().await;
+        let reason = format!("{} ({})", ended.reason, ended.exit);
+        // The agent is gone: nothing else runs that needs the event loop.
+        go_offline(&store, opts.id.as_str(), &endpoint_id, &reason)?;
+        Ok(ended)
+    })
+}
+
+fn acp_error(e: AcpError) -> ControlError {
+    ControlError::Body(e.to_string())
+}
+
+/// The first turn (`--prompt`): a prompt like a delivery's, which no
+/// message stands behind; its outcome is in the transcript.
+async fn first_turn(handle: AcpHandle, text: String) {
+    let options = DeliveryOptions {
+        try_only: false,
+        timeout_ms: DEFAULT_TIMEOUT_MS,
+    };
+    if let Err(e) = handle.prompt(&text, options).await {
+        handle.tap().note(format!("the --prompt turn failed: {e}"));
+    }
+}
+
+/// Publishing the runtime once its session is open.
+struct Online<'a> {
+    store: SharedStore,
+    opts: &'a AcpServeOptions,
+    record: crate::store::RuntimeRecord,
+    endpoint: String,
+    endpoint_id: String,
+    agent_pid: u32,
+}
+
+impl Online<'_> {
+    /// ONLINE, bound to the session, with attempts a killed serve left
+    /// behind back in the queue; then the heartbeat and the inbox.
+    async fn publish(self, handle: &AcpHandle) -> Result<(), ControlError> {
+        let heartbeat = Duration::from_millis(self.opts.heartbeat_ms);
+        let lease = heartbeat * STALE_AFTER_BEATS as u32;
+        let now = unix_millis();
+        let mut record = self.record;
+        record.status = RuntimeStatus::Online;
+        record.status_reason = None;
+        record.host = Some(self.opts.host.clone());
+        record.endpoint = Some(self.endpoint);
+        record.endpoint_id = Some(self.endpoint_id.clone());
+        record.pid = Some(self.agent_pid);
+        record.heartbeat_ms = heartbeat.as_millis() as u64;
+        record.last_heartbeat = Some(now);
+        record.provider = self.opts.provider.clone();
+        record.conversation_id = Some(handle.session_id());
+        record.updated = now;
+        let id = record.id.clone();
+        with_store(&self.store, move |s| {
+            s.save_runtime(&record)?;
+            s.release_attempts(
+                Some(&record.id),
+                unix_millis(),
+                "the runtime restarted during this delivery",
+            )
+        })
+        .await?;
+        tokio::spawn(beat(
+            self.store.clone(),
+            id.clone(),
+            self.endpoint_id.clone(),
+            heartbeat,
+            lease,
+        ));
+        tokio::spawn(
+            Inbox {
+                store: self.store,
+                session: handle.clone(),
+                agent: self.opts.agent.clone(),
+                runtime: id,
+                endpoint_id: self.endpoint_id,
+                lease,
+                scan_every: heartbeat,
+            }
+            .run(),
+        );
+        Ok(())
+    }
+}
+
+impl Target for AcpHandle {
+    fn deliver(
+        &self,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> impl std::future::Future<Output = Result<Evidence, DeliveryError>> + Send {
+        let handle = self.clone();
+        let text = text.to_owned();
+        async move { handle.prompt(&text, options).await }
+    }
+
+    fn nudges(&self) -> Arc<tokio::sync::Notify> {
+        AcpHandle::nudges(self)
+    }
+
+    fn announce(&self, outcome: InvocationOutcome) {
+        AcpHandle::announce(self, outcome)
+    }
+}
