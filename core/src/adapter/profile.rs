@@ -524,7 +524,7 @@ impl Profile {
                     .map_or(section, |at| section + at);
                 return Err(source.error(
                     field,
-                    "acp.command: give the program that speaks ACP on its stdio, e.g. [\"opencode\", \"acp\"]".into(),
+                    "acp.command: give the program that speaks ACP on its stdio, e.g. [\"my-agent\", \"acp\"]".into(),
                 ));
             }
         }
