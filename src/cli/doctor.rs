@@ -1,8 +1,11 @@
 //! `agent-comms doctor`: findings with codes and exact repairs.
 
-use agent_comms_core::control::doctor::{examine, store_findings, version_findings, Severity};
+use agent_comms_core::control::doctor::{
+    acp_findings, examine, store_findings, version_findings, Severity,
+};
 use agent_comms_core::control::{host::host_id, open_store, store_path};
 use agent_comms_core::display;
+use agent_comms_core::store::Store;
 use agent_comms_core::time::unix_millis;
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
@@ -12,7 +15,9 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
     let mut findings = store_findings(&store_path());
     if findings.is_empty() {
         let store = open_store()?;
-        findings = examine(&store, &host_id()?, unix_millis(), registry.diagnostics())?;
+        let host = host_id()?;
+        findings = examine(&store, &host, unix_millis(), registry.diagnostics())?;
+        findings.extend(acp_findings(registry.entries(), &store.runtimes()?, &host));
     }
     findings.extend(version_findings(registry.entries()));
     if json {

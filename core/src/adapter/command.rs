@@ -65,8 +65,17 @@ fn basename(word: &str) -> &str {
 
 /// The first executable named `name` in a `PATH` directory.
 pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    on_search_path(name, &std::env::var_os("PATH")?)
+}
+
+/// The program `name` as a shell finds it with search path `path`: a name
+/// with a `/` is taken as it is, any other is looked up in `path`'s
+/// directories.
+pub fn on_search_path(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name)).filter(|p| is_executable(p));
+    }
+    std::env::split_paths(path)
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
 }

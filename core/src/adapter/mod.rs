@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use command::program_of;
 pub use detect::{BusyDetector, Rules};
-pub use profile::{Profile, ProfileError};
+pub use profile::{AcpQuirks, AcpSpec, Profile, ProfileError};
 pub use registry::{AdapterRegistry, Entry, Source};
 
 /// What a screen says about the program behind it.

@@ -4,8 +4,9 @@
 //! commands it claims, busy/idle rules over regions of the rendered screen,
 //! the window title and OSC sequences, how to type into it, which
 //! environment to give it, how to pin a resume to a conversation id, which
-//! arguments grant agent-comms itself permission, and — for REPLs — how to
-//! set up shell integration. `docs/adapters.md` is the reference. Errors name
+//! arguments grant agent-comms itself permission, how it runs headless over
+//! the Agent Client Protocol, and — for REPLs — how to set up shell
+//! integration. `docs/adapters.md` is the reference. Errors name
 //! the file, the line and column, and the field.
 
 use std::collections::BTreeMap;
@@ -67,6 +68,8 @@ pub struct Profile {
     pub conversation: Option<ConversationSpec>,
     #[serde(default)]
     pub repl: Option<Repl>,
+    #[serde(default)]
+    pub acp: Option<AcpSpec>,
     #[serde(default)]
     pub samples: Vec<Sample>,
 }
@@ -262,7 +265,7 @@ pub enum InputStyle {
     Typed,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvChanges {
     /// Inherited variables the program must not see.
@@ -331,6 +334,75 @@ pub struct Permissions {
     /// Arguments that let the program run agent-comms; `{exe}` is the
     /// resolved agent-comms path.
     pub args: Vec<String>,
+}
+
+/// `[acp]`: how the provider runs headless over the Agent Client Protocol
+/// (`runtime acp-serve`). The same program behaves differently over ACP
+/// than in its terminal, so the facts that change how a client must drive
+/// it are declared here rather than guessed from the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpSpec {
+    /// The command that speaks ACP on its stdio (argv; argv[0] looked up on
+    /// PATH), e.g. `["opencode", "acp"]`.
+    pub command: Vec<String>,
+    /// The agent's version this profile was checked against (like the
+    /// profile's `checked`), e.g. `"0.101.0"`.
+    #[serde(default)]
+    pub checked: Option<String>,
+    /// Arguments that make the command print its version (e.g.
+    /// `["--version"]`); empty: not checkable.
+    #[serde(default)]
+    pub version_args: Vec<String>,
+    /// Environment changes for the ACP command (same type and semantics as
+    /// the profile's `[env]`).
+    #[serde(default)]
+    pub env: EnvChanges,
+    /// Set only when agent-comms runs as root (some agents refuse or change
+    /// modes for root unless told they are sandboxed).
+    #[serde(default)]
+    pub env_as_root: BTreeMap<String, String>,
+    #[serde(default)]
+    pub quirks: AcpQuirks,
+}
+
+/// Where an agent departs from what the protocol leads a client to expect.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpQuirks {
+    /// session/load replays the conversation before it answers.
+    #[serde(default)]
+    pub load_replays: bool,
+    /// A prompt's response is held back while a later prompt runs (so a
+    /// response is not a turn's end when prompts overlap).
+    #[serde(default)]
+    pub holds_back_responses: bool,
+    /// A prompt sent during a turn ends the running turn.
+    #[serde(default)]
+    pub prompt_ends_turn: bool,
+    /// Sends fs/write_text_file even when the client declared no fs
+    /// capability.
+    #[serde(default)]
+    pub writes_undeclared: bool,
+}
+
+impl AcpSpec {
+    /// Whether `argv` runs this ACP command: the same program (by basename,
+    /// so `/opt/bin/codex-acp` is `codex-acp`) and the same leading
+    /// arguments (`opencode acp …` is ACP, `opencode run …` is not).
+    pub fn runs(&self, argv: &[String]) -> bool {
+        let basename = |a: &str| {
+            std::path::Path::new(a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        };
+        match (self.command.split_first(), argv.split_first()) {
+            (Some((program, args)), Some((run, run_args))) => {
+                basename(program) == basename(run) && run_args.starts_with(args)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Shell integration for a REPL (see core::cells).
@@ -443,6 +515,18 @@ impl Profile {
         }
         if let Some(line) = &self.input.line {
             validate_input_line(line, &source)?;
+        }
+        if let Some(acp) = &self.acp {
+            if acp.command.first().is_none_or(|p| p.is_empty()) {
+                let section = text.find("[acp]").unwrap_or(0);
+                let field = text[section..]
+                    .find("command")
+                    .map_or(section, |at| section + at);
+                return Err(source.error(
+                    field,
+                    "acp.command: give the program that speaks ACP on its stdio, e.g. [\"my-agent\", \"acp\"]".into(),
+                ));
+            }
         }
         if self.kind == Kind::Repl && self.repl.is_none() {
             return Err(source.error(0, "kind = \"repl\" needs a [repl] section".into()));
@@ -619,6 +703,75 @@ mod tests {
 
         let e = Profile::parse("p.toml", "schema = 1\nname = [").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn the_acp_section_is_read_with_its_quirks() {
+        let text = format!(
+            "{MINIMAL}[acp]\ncommand = [\"x\", \"acp\"]\nchecked = \"1.2\"\nversion_args = [\"--version\"]\nenv_as_root = {{ IS_SANDBOX = \"1\" }}\n[acp.env]\nset = {{ A = \"b\" }}\n[acp.quirks]\nload_replays = true\n"
+        );
+        let acp = Profile::parse("p.toml", &text).unwrap().acp.unwrap();
+        assert_eq!(acp.command, ["x", "acp"]);
+        assert_eq!(acp.checked.as_deref(), Some("1.2"));
+        assert_eq!(acp.env.set.get("A").map(String::as_str), Some("b"));
+        assert_eq!(
+            acp.env_as_root.get("IS_SANDBOX").map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(
+            acp.quirks,
+            AcpQuirks {
+                load_replays: true,
+                ..AcpQuirks::default()
+            }
+        );
+        assert!(Profile::parse("p.toml", MINIMAL).unwrap().acp.is_none());
+    }
+
+    #[test]
+    fn a_bad_acp_section_names_file_line_column_and_field() {
+        let e = Profile::parse(
+            "p.toml",
+            &format!("{MINIMAL}[acp]\ncommand = [\"x\"]\n[acp.quirks]\nload_replay = true\n"),
+        )
+        .unwrap_err();
+        assert_eq!((e.file.as_str(), e.line, e.column), ("p.toml", 9, 1), "{e}");
+        assert!(e.message.contains("unknown field `load_replay`"), "{e}");
+
+        let e =
+            Profile::parse("p.toml", &format!("{MINIMAL}[acp]\ncomand = [\"x\"]\n")).unwrap_err();
+        assert_eq!((e.line, e.column), (7, 1), "{e}");
+        assert!(e.message.contains("unknown field `comand`"), "{e}");
+
+        let e = Profile::parse("p.toml", &format!("{MINIMAL}[acp]\ncommand = []\n")).unwrap_err();
+        assert_eq!((e.line, e.column), (7, 1), "{e}");
+        assert!(
+            e.message.starts_with("acp.command: give the program"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_acp_command_line_is_told_by_program_basename_and_leading_args() {
+        let spec = |command: &[&str]| AcpSpec {
+            command: command.iter().map(|s| s.to_string()).collect(),
+            checked: None,
+            version_args: Vec::new(),
+            env: EnvChanges::default(),
+            env_as_root: BTreeMap::new(),
+            quirks: AcpQuirks::default(),
+        };
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let sub = spec(&["tool", "acp"]);
+        assert!(sub.runs(&argv("tool acp")));
+        assert!(sub.runs(&argv("/opt/bin/tool acp --cwd /w")));
+        assert!(!sub.runs(&argv("tool run acp")));
+        assert!(!sub.runs(&argv("tool")));
+        assert!(!sub.runs(&argv("other acp")));
+        assert!(!sub.runs(&[]));
+        let own = spec(&["tool-acp"]);
+        assert!(own.runs(&argv("/x/tool-acp --flag")));
+        assert!(!own.runs(&argv("tool-acp-2")));
     }
 
     #[test]

@@ -195,6 +195,16 @@ impl AdapterRegistry {
         self.for_program(&super::command::program_of(command_line)?)
     }
 
+    /// The adapter whose `[acp]` command `argv` runs (`runtime acp-serve --
+    /// CMD…`): the same program by basename and the same leading arguments,
+    /// from the highest-precedence place.
+    pub fn for_acp_command(&self, argv: &[String]) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .filter(|e| e.profile.acp.as_ref().is_some_and(|acp| acp.runs(argv)))
+            .min_by_key(|e| e.source.rank())
+    }
+
     fn claimants(&self, program: &str) -> Vec<&Entry> {
         let mut found: Vec<&Entry> = self
             .entries
@@ -280,6 +290,35 @@ mod tests {
             "a's project profile no longer claims 'a'"
         );
         assert_eq!(r.for_program("a").unwrap().profile.name, "b");
+    }
+
+    #[test]
+    fn an_acp_command_line_finds_the_adapter_that_declares_it() {
+        let with_acp = |name: &str, command: &str| -> &'static str {
+            let text = format!("{}[acp]\ncommand = [{command}]\n", profile(name, "\"p\""));
+            Box::leak(text.into_boxed_str())
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("b.toml"), with_acp("b-user", "\"b-acp\"")).unwrap();
+        let r = AdapterRegistry::load(
+            &[
+                ("a.toml", with_acp("a", "\"a\", \"acp\"")),
+                ("b.toml", with_acp("b", "\"b-acp\"")),
+                ("c.toml", Box::leak(profile("c", "\"c\"").into_boxed_str())),
+            ],
+            Some(tmp.path()),
+            None,
+        );
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let found = |s: &str| r.for_acp_command(&argv(s)).map(|e| e.profile.name.as_str());
+        assert_eq!(found("/usr/bin/a acp"), Some("a"));
+        assert_eq!(found("a"), None, "a without `acp` is its interactive CLI");
+        assert_eq!(
+            found("b-acp --verbose"),
+            Some("b-user"),
+            "the user's profile wins"
+        );
+        assert_eq!(found("c"), None, "c has no [acp]");
     }
 
     #[test]

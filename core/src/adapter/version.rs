@@ -74,8 +74,14 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// What `program --version` prints, as a version; `None` when it is not
 /// installed, fails, or says nothing like one.
 pub fn installed(program: &Path) -> Option<Version> {
+    reported(program, &["--version".to_owned()])
+}
+
+/// What `program ARGS…` prints within [`VERSION_TIMEOUT`], as a version;
+/// `None` when it cannot run, takes longer, or says nothing like one.
+pub fn reported(program: &Path, args: &[String]) -> Option<Version> {
     let mut child = Command::new(program)
-        .arg("--version")
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -11,7 +11,7 @@ use super::messages::notification;
 use super::readable::{self, ScreenReading};
 use super::registration::{effective_status, heartbeat_stale, repair_command, RuntimeKind};
 use super::ControlError;
-use crate::adapter::command::on_path;
+use crate::adapter::command::{on_path, on_search_path};
 use crate::adapter::profile::{Kind, ProfileError};
 use crate::adapter::{version, Entry};
 use crate::ids::Id;
@@ -471,6 +471,87 @@ pub fn version_findings(entries: &[Entry]) -> Vec<Finding> {
     findings
 }
 
+/// The kind of a runtime whose agent runs headless over the Agent Client
+/// Protocol (`runtime acp-serve`).
+const ACP_KIND: &str = "ACP";
+
+/// For each adapter that an ACP runtime of this host runs (its record's
+/// `provider`), whether the adapter's `[acp]` command is there to run:
+/// `ACP_COMMAND_MISSING` when it does not resolve on PATH, and
+/// `ACP_VERSION_UNCHECKED` when it reports a version outside the one(s) its
+/// `[acp]` was checked against (the quirks it declares may have changed).
+/// Adapters no ACP runtime uses are not examined: most users of a provider
+/// never install its ACP agent.
+pub fn acp_findings(entries: &[Entry], runtimes: &[RuntimeRecord], host: &str) -> Vec<Finding> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    acp_findings_on(entries, runtimes, host, &path)
+}
+
+/// [`acp_findings`] with the search path `path`.
+fn acp_findings_on(
+    entries: &[Entry],
+    runtimes: &[RuntimeRecord],
+    host: &str,
+    path: &std::ffi::OsStr,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for entry in entries {
+        let Some(acp) = &entry.profile.acp else {
+            continue;
+        };
+        let ids: Vec<&str> = runtimes
+            .iter()
+            .filter(|r| r.kind == ACP_KIND && r.host.as_deref().is_none_or(|h| h == host))
+            .filter(|r| r.provider.as_deref() == Some(entry.profile.name.as_str()))
+            .filter(|r| invalid_runtime(r).is_none())
+            .map(|r| r.id.as_str())
+            .collect();
+        let (Some(first), Some(program)) = (ids.first(), acp.command.first()) else {
+            continue;
+        };
+        let name = &entry.profile.name;
+        let checked = acp.checked.as_deref();
+        let used_by = format!("ACP runtime {}", ids.join(", "));
+        let Some(found) = on_search_path(program, path) else {
+            let version = checked.map_or_else(String::new, |c| format!(" (checked: {c})"));
+            findings.push(Finding {
+                code: "ACP_COMMAND_MISSING",
+                severity: Severity::Error,
+                subject: format!("adapter {name}"),
+                message: format!(
+                    "{used_by} runs its agent with `{}`, but `{program}` is not on PATH here, so it cannot start",
+                    acp.command.join(" ")
+                ),
+                repair: Some(format!(
+                    "install the agent{version} so that `{program}` is on PATH, or give the runtime its command: agent-comms runtime acp-serve --id {first} -- <ACP command>"
+                )),
+            });
+            continue;
+        };
+        let Some(checked) = checked.filter(|_| !acp.version_args.is_empty()) else {
+            continue;
+        };
+        let Some(reported) = version::reported(&found, &acp.version_args) else {
+            continue;
+        };
+        if version::within(&reported, checked) == Some(false) {
+            findings.push(Finding {
+                code: "ACP_VERSION_UNCHECKED",
+                severity: Severity::Warning,
+                subject: format!("adapter {name}"),
+                message: format!(
+                    "{} is {reported}; the adapter's [acp] was checked against {checked}, so the quirks it declares may have changed ({used_by} uses it)",
+                    found.display()
+                ),
+                repair: Some(format!(
+                    "install a checked version, or check the agent at this one and update [acp] checked in the profile (agent-comms adapters show {name})"
+                )),
+            });
+        }
+    }
+    findings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,5 +632,104 @@ mod tests {
         store.save_runtime(&online).unwrap();
         assert!(stuck_codes(late - 2).is_empty(), "not waited long enough");
         assert_eq!(stuck_codes(late), ["STUCK_MESSAGE"]);
+    }
+
+    /// An adapter with `[acp]` whose command is `tool-acp`, checked
+    /// against 1.0; `tool-acp VERSION_ARGS…` runs as `echo`, so what it
+    /// reports is what the profile's version_args say.
+    fn acp_adapter(version_args: &str) -> Vec<Entry> {
+        let text = format!(
+            "schema = 1\nname = \"tool\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"tool\"]\n[acp]\ncommand = [\"tool-acp\"]\nchecked = \">=1.0, <1.1\"\nversion_args = [{version_args}]\n"
+        );
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        crate::adapter::AdapterRegistry::load(&[("tool.toml", text)], None, None)
+            .entries()
+            .to_vec()
+    }
+
+    fn acp_runtime(store: &SqliteStore, kind: &str) -> RuntimeRecord {
+        RuntimeRecord {
+            kind: kind.into(),
+            provider: Some("tool".into()),
+            ..configured(store, "bob")
+        }
+    }
+
+    /// A PATH directory where `tool-acp` is `echo`.
+    fn path_with_tool_acp() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let echo = on_path("echo").expect("echo on PATH");
+        std::os::unix::fs::symlink(echo, dir.path().join("tool-acp")).unwrap();
+        dir
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_acp_runtime_whose_agent_command_is_not_on_path_is_reported_with_its_repair() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let entries = acp_adapter("\"1.0.3\"");
+        let empty = tempfile::tempdir().unwrap();
+        let acp = acp_runtime(&store, ACP_KIND);
+        let findings = acp_findings_on(&entries, &[acp.clone()], "host1", empty.path().as_os_str());
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        let f = &findings[0];
+        assert_eq!(
+            (f.code, f.subject.as_str()),
+            ("ACP_COMMAND_MISSING", "adapter tool")
+        );
+        assert!(
+            f.message
+                .contains("ACP runtime bob runs its agent with `tool-acp`"),
+            "{}",
+            f.message
+        );
+        assert_eq!(
+            f.repair.as_deref(),
+            Some("install the agent (checked: >=1.0, <1.1) so that `tool-acp` is on PATH, or give the runtime its command: agent-comms runtime acp-serve --id bob -- <ACP command>")
+        );
+
+        let on_path = path_with_tool_acp();
+        let path = on_path.path().as_os_str();
+        assert!(
+            acp_findings_on(&entries, &[acp.clone()], "host1", path).is_empty(),
+            "1.0.3 is checked"
+        );
+        let interactive = acp_runtime(&store, INTERACTIVE);
+        assert!(
+            acp_findings_on(&entries, &[interactive], "host1", empty.path().as_os_str()).is_empty(),
+            "no ACP runtime uses the adapter"
+        );
+        let elsewhere = RuntimeRecord {
+            host: Some("host2".into()),
+            ..acp
+        };
+        assert!(
+            acp_findings_on(&entries, &[elsewhere], "host1", empty.path().as_os_str()).is_empty(),
+            "another host's PATH is not this one's"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_acp_agent_outside_its_checked_versions_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let on_path = path_with_tool_acp();
+        let path = on_path.path().as_os_str();
+        let acp = acp_runtime(&store, ACP_KIND);
+        let findings = acp_findings_on(
+            &acp_adapter("\"tool-acp\", \"1.1.0\""),
+            &[acp.clone()],
+            "host1",
+            path,
+        );
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].code, "ACP_VERSION_UNCHECKED");
+        assert!(findings[0].message.ends_with("tool-acp is 1.1.0; the adapter's [acp] was checked against >=1.0, <1.1, so the quirks it declares may have changed (ACP runtime bob uses it)"), "{}", findings[0].message);
+        assert!(
+            acp_findings_on(&acp_adapter(""), &[acp], "host1", path).is_empty(),
+            "without version_args the version is not checked"
+        );
     }
 }

@@ -21,13 +21,16 @@
 //!   answer terminal queries as xterm does (the CLIs ask at start-up, and
 //!   Codex quits when nobody answers);
 //! - what the test reads: the supervisor's view and the mock's log —
-//!   [`observe`], [`sampler`].
+//!   [`observe`], [`sampler`];
+//! - for `runtime acp-serve`, the provider's ACP agent: its command, the
+//!   environment it needs here and the namespace wrapper — [`acp`].
 //!
 //! Cleanup is by pid only: the terminals' programs, Codex's `app-server`
 //! daemons (the pids in `$CODEX_HOME/app-server-daemon/*.pid`), the mock
 //! server, and then any process whose environment holds this test's HOME or
 //! runtime directory.
 
+pub mod acp;
 mod observe;
 mod provision;
 pub mod sampler;
@@ -69,6 +72,15 @@ impl Cli {
     pub fn program(self) -> &'static str {
         match self {
             Cli::Claude => "claude",
+            Cli::Codex => "codex",
+            Cli::Opencode => "opencode",
+        }
+    }
+
+    /// The name of its built-in adapter (config/providers/).
+    pub fn adapter(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude-code",
             Cli::Codex => "codex",
             Cli::Opencode => "opencode",
         }
