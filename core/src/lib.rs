@@ -34,7 +34,10 @@
 //! - [`store`]: the control-plane record (agents, runtimes, invocations and
 //!   delivery attempts) in the project's `.agent-comms/state.db`.
 //! - [`control`]: interactive runtimes, messages between agents, `doctor`.
+//! - [`acp`]: agents run headless over the Agent Client Protocol, their
+//!   policy and their transcript.
 
+pub mod acp;
 pub mod adapter;
 pub mod cells;
 pub mod client;

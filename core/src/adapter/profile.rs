@@ -149,8 +149,9 @@ pub struct Region {
     pub rows: u16,
 }
 
-/// A regex error in one line (the crate's own spans several).
-fn regex_problem(e: &regex::Error) -> String {
+/// A regex error in one line (the crate's own spans several); the policy's
+/// title patterns use it too.
+pub(crate) fn regex_problem(e: &regex::Error) -> String {
     let last = e.to_string().lines().last().unwrap_or("").trim().to_owned();
     format!("invalid regex: {last}")
 }
@@ -586,7 +587,9 @@ fn validate_input_line(line: &InputLine, source: &Source<'_>) -> Result<(), Prof
     Ok(())
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+/// The 1-based line and column (in characters) of byte `offset` in `text`:
+/// where an error in a TOML file points (the policy's errors use it too).
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
