@@ -6,3 +6,4 @@
 //! turns the transcript of every message into text for people.
 
 pub mod policy;
+pub mod view;
