@@ -50,10 +50,14 @@ enum Command {
     /// REPLs (TOML profiles, native and Wasm plugins).
     #[command(subcommand)]
     Adapters(super::adapters::AdaptersCommand),
-    /// Interactive runtimes: serve a provider CLI as an agent's runtime,
-    /// configure, list, show, and deliver text into one.
+    /// Runtimes: serve a provider CLI (in this terminal) or an ACP agent
+    /// (headless) as an agent's runtime; configure, list, show, deliver,
+    /// cancel.
     #[command(subcommand)]
     Runtime(super::runtime::RuntimeCommand),
+    /// Agents headless over the Agent Client Protocol: their transcripts.
+    #[command(subcommand)]
+    Acp(super::acp::AcpCommand),
     /// Send a message to another agent: stored, then announced in its
     /// runtime's prompt when idle (as the acting agent).
     Send(super::messages::SendArgs),
@@ -232,6 +236,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Session(cmd) => session(cmd),
         Command::Adapters(cmd) => super::adapters::run(cmd),
         Command::Runtime(cmd) => super::runtime::run(cmd, actor),
+        Command::Acp(cmd) => super::acp::run(cmd),
         Command::Send(args) => super::messages::send(args, actor),
         Command::Message(cmd) => super::messages::message(cmd, actor),
         Command::Doctor { json } => super::doctor::run(json),

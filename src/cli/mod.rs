@@ -1,3 +1,4 @@
+mod acp;
 mod adapters;
 pub mod agent_comms;
 mod cells_format;
@@ -14,6 +15,11 @@ mod store;
 /// re-executed with a hidden first argument.
 pub fn supervisor_entry() -> Option<i32> {
     let first = std::env::args_os().nth(1)?;
+    if first == agent_comms_core::control::acp_serve::ACP_SUPERVISOR_ARG {
+        return Some(agent_comms_core::control::acp_serve::daemon_main(
+            init_logging,
+        ));
+    }
     (first == agent_comms_core::supervisor::launch::SUPERVISOR_ARG)
         .then(|| agent_comms_core::supervisor::launch::daemon_main(init_logging))
 }

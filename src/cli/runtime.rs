@@ -35,6 +35,23 @@ pub enum RuntimeCommand {
     /// idle and you are not typing. Everything after `--` is the provider's.
     #[command(name = "interactive-serve")]
     InteractiveServe(ServeArgs),
+    /// Run an agent headless over the Agent Client Protocol as agent ID's
+    /// runtime: registered, heartbeating, receiving messages as prompts
+    /// when no turn runs, its transcript kept (`acp log`). Detached unless
+    /// --foreground; returns once the runtime is ONLINE.
+    ///
+    /// Started again with the same id, it continues the ACP session the
+    /// runtime is bound to. What the agent may do is fixed by --policy.
+    #[command(name = "acp-serve")]
+    AcpServe(super::acp::AcpServeArgs),
+    /// End the running turn of an ACP runtime (`session/cancel`) and print
+    /// its stop reason.
+    Cancel {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Bind the runtime to a conversation (the provider's own session or
     /// thread): a later serve that asks to continue resumes exactly that
     /// one. Without --conversation, the one the running runtime's provider
@@ -163,6 +180,8 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     let actor = actor.as_ref().map(Id::as_str);
     match cmd {
         RuntimeCommand::InteractiveServe(args) => interactive_serve(args, actor),
+        RuntimeCommand::AcpServe(args) => super::acp::serve(args, actor),
+        RuntimeCommand::Cancel { id, json } => super::acp::cancel(&id, json),
         RuntimeCommand::BindConversation {
             id,
             conversation,

@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use super::transcript::Tap;
 use super::turns::{NoTurn, Turns};
-use crate::delivery::{validate::validate, DeliveryError, DeliveryOptions, Evidence};
+use crate::delivery::validate::{check_prompt, validate};
+use crate::delivery::{DeliveryError, DeliveryOptions, Evidence};
 use crate::socket::protocol::{AcpStatus, ExitInfo, InvocationOutcome};
 use crate::supervisor::handle::InboxLink;
 use crate::time::unix_millis;
@@ -71,6 +72,25 @@ impl AcpHandle {
         options: DeliveryOptions,
     ) -> Result<Evidence, DeliveryError> {
         validate(text)?;
+        self.send_prompt(text, options).await
+    }
+
+    /// [`AcpHandle::prompt`] for the user's own first turn (`--prompt`),
+    /// which may hold several lines.
+    pub async fn first_prompt(
+        &self,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> Result<Evidence, DeliveryError> {
+        check_prompt(text)?;
+        self.send_prompt(text, options).await
+    }
+
+    async fn send_prompt(
+        &self,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> Result<Evidence, DeliveryError> {
         let inner = &self.inner;
         let wait = Duration::from_millis(options.timeout_ms);
         let mut exit = inner.exit.clone();

@@ -27,6 +27,7 @@ pub mod policy;
 pub mod supervisor;
 pub mod transcript;
 pub mod turns;
+pub mod view;
 
 use std::path::PathBuf;
 

@@ -304,10 +304,7 @@ impl Policy {
 /// `reject_always`; each reject to the other. `offered` is the request's
 /// (option id, kind) pairs; `None` when nothing fits (answer `cancelled`
 /// only then).
-pub fn choose_option<'a>(
-    offered: &'a [(String, OptionKind)],
-    wanted: OptionKind,
-) -> Option<&'a str> {
+pub fn choose_option(offered: &[(String, OptionKind)], wanted: OptionKind) -> Option<&str> {
     wanted.acceptable().iter().find_map(|kind| {
         offered
             .iter()

@@ -45,6 +45,9 @@ use crate::supervisor::signals::TerminationSignals;
 use crate::supervisor::{claim_endpoint, write_record};
 use crate::time::now_iso;
 
+/// How long connections may take to say goodbye once the agent is gone
+/// (a `kill`'s answer, a follower's last entries).
+const CLIENT_FAREWELL: Duration = Duration::from_secs(1);
 /// How long `initialize` and opening the session may take (agents start
 /// in one to a few seconds here; a cold npm cache is slower).
 const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -247,6 +250,7 @@ impl AcpSupervisor {
         let mut ended_turns = turns.watch_ended();
         // Idle since the start or the last turn's end.
         let mut idle_since = tokio::time::Instant::now();
+        let mut connections = tokio::task::JoinSet::new();
         let reason = loop {
             let idle_deadline = match self.end {
                 End::Idle(after) => Some(idle_since + after),
@@ -254,8 +258,9 @@ impl AcpSupervisor {
             };
             tokio::select! {
                 stream = self.listener.accept() => {
-                    tokio::spawn(endpoint::serve(stream, self.endpoint.clone()));
+                    connections.spawn(endpoint::serve(stream, self.endpoint.clone()));
                 }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 exit = self.agent.wait() => {
                     let why = format!("the agent exited ({exit}){}", last_line(&self.agent.last_stderr()));
                     break Stop::Exited(exit, why);
@@ -287,7 +292,13 @@ impl AcpSupervisor {
                 }
             }
         };
-        self.finish(reason).await
+        let ended = self.finish(reason).await;
+        // They see the exit and close; the last answers go out first.
+        let _ = tokio::time::timeout(CLIENT_FAREWELL, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        ended
     }
 
     async fn finish(mut self, stop: Stop) -> Ended {

@@ -53,7 +53,7 @@ impl Tap {
     /// `record` copy if asked for.
     pub fn open(path: &Path, record: Option<&Path>) -> io::Result<Arc<Self>> {
         if let Some(dir) = path.parent() {
-            crate::os::create_private_dir(dir)?;
+            private_dir(dir)?;
         }
         let next_seq = last_seq(path)?.map_or(0, |s| s + 1);
         let transcript = append_private(path)?;
@@ -121,6 +121,27 @@ impl Tap {
         }
         // Sent under the lock: followers see entries in sequence order.
         let _ = self.live.send(Arc::new(entry));
+    }
+}
+
+/// The transcripts' directory: made the user's alone, or checked to be.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    match crate::os::create_private_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(dir)?;
+            crate::os::check_private(&meta).map_err(|why| {
+                let why = match why {
+                    crate::os::NotPrivate::ForeignOwner { owner, .. } => {
+                        format!("it belongs to uid {owner}")
+                    }
+                    crate::os::NotPrivate::Permissive { mode } => {
+                        format!("its mode {mode:o} lets others in; chmod 700 it")
+                    }
+                };
+                io::Error::new(io::ErrorKind::PermissionDenied, why)
+            })
+        }
+        other => other,
     }
 }
 

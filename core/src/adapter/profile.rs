@@ -152,7 +152,8 @@ pub struct Region {
     pub rows: u16,
 }
 
-/// A regex error in one line (the crate's own spans several).
+/// A regex error in one line (the crate's own spans several); the policy's
+/// title patterns use it too.
 pub(crate) fn regex_problem(e: &regex::Error) -> String {
     let last = e.to_string().lines().last().unwrap_or("").trim().to_owned();
     format!("invalid regex: {last}")
@@ -670,6 +671,8 @@ fn validate_input_line(line: &InputLine, source: &Source<'_>) -> Result<(), Prof
     Ok(())
 }
 
+/// The 1-based line and column (in characters) of byte `offset` in `text`:
+/// where an error in a TOML file points (the policy's errors use it too).
 pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;

@@ -197,7 +197,7 @@ async fn first_turn(handle: AcpHandle, text: String) {
         try_only: false,
         timeout_ms: DEFAULT_TIMEOUT_MS,
     };
-    if let Err(e) = handle.prompt(&text, options).await {
+    if let Err(e) = handle.first_prompt(&text, options).await {
         handle.tap().note(format!("the --prompt turn failed: {e}"));
     }
 }

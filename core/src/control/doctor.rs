@@ -471,10 +471,6 @@ pub fn version_findings(entries: &[Entry]) -> Vec<Finding> {
     findings
 }
 
-/// The kind of a runtime whose agent runs headless over the Agent Client
-/// Protocol (`runtime acp-serve`).
-const ACP_KIND: &str = "ACP";
-
 /// For each adapter that an ACP runtime of this host runs (its record's
 /// `provider`), whether the adapter's `[acp]` command is there to run:
 /// `ACP_COMMAND_MISSING` when it does not resolve on PATH, and
@@ -501,7 +497,9 @@ fn acp_findings_on(
         };
         let ids: Vec<&str> = runtimes
             .iter()
-            .filter(|r| r.kind == ACP_KIND && r.host.as_deref().is_none_or(|h| h == host))
+            .filter(|r| {
+                r.kind == RuntimeKind::Acp.as_str() && r.host.as_deref().is_none_or(|h| h == host)
+            })
             .filter(|r| r.provider.as_deref() == Some(entry.profile.name.as_str()))
             .filter(|r| invalid_runtime(r).is_none())
             .map(|r| r.id.as_str())
@@ -670,7 +668,7 @@ mod tests {
         let store = SqliteStore::open_in(dir.path()).unwrap();
         let entries = acp_adapter("\"1.0.3\"");
         let empty = tempfile::tempdir().unwrap();
-        let acp = acp_runtime(&store, ACP_KIND);
+        let acp = acp_runtime(&store, RuntimeKind::Acp.as_str());
         let findings = acp_findings_on(&entries, &[acp.clone()], "host1", empty.path().as_os_str());
         assert_eq!(findings.len(), 1, "{findings:?}");
         let f = &findings[0];
@@ -695,7 +693,7 @@ mod tests {
             acp_findings_on(&entries, &[acp.clone()], "host1", path).is_empty(),
             "1.0.3 is checked"
         );
-        let interactive = acp_runtime(&store, INTERACTIVE);
+        let interactive = acp_runtime(&store, RuntimeKind::Interactive.as_str());
         assert!(
             acp_findings_on(&entries, &[interactive], "host1", empty.path().as_os_str()).is_empty(),
             "no ACP runtime uses the adapter"
@@ -717,7 +715,7 @@ mod tests {
         let store = SqliteStore::open_in(dir.path()).unwrap();
         let on_path = path_with_tool_acp();
         let path = on_path.path().as_os_str();
-        let acp = acp_runtime(&store, ACP_KIND);
+        let acp = acp_runtime(&store, RuntimeKind::Acp.as_str());
         let findings = acp_findings_on(
             &acp_adapter("\"tool-acp\", \"1.1.0\""),
             &[acp.clone()],

@@ -91,3 +91,10 @@ pub fn open_store() -> Result<SqliteStore, ControlError> {
 pub fn store_path() -> PathBuf {
     crate::store::state_db_path(&crate::paths::project_root())
 }
+
+/// The project's state directory (`<project>/.agent-comms`): the store,
+/// ACP transcripts.
+pub fn state_dir() -> PathBuf {
+    let db = store_path();
+    db.parent().map_or(db.clone(), std::path::Path::to_path_buf)
+}

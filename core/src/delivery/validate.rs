@@ -18,6 +18,8 @@ pub enum InvalidText {
     Blank,
     #[error("the text is {0} bytes; the limit is {MAX_TEXT_BYTES}: send a short note and put the rest in a file")]
     TooLong(usize),
+    #[error("the prompt is {0} bytes; the limit is {MAX_PROMPT_BYTES}: put the rest in a file the agent can read")]
+    PromptTooLong(usize),
     #[error("the text is not valid UTF-8 (at byte {0}); send UTF-8 text")]
     NotUtf8(usize),
     #[error("the text holds a line break at character {0}; deliver one line (send the rest with --body-file)")]
@@ -58,6 +60,34 @@ pub fn validate(text: &str) -> Result<(), InvalidText> {
     // submitted; and its Enter would still run (bash ran an NBSP).
     if text.chars().all(invisible) {
         return Err(InvalidText::Blank);
+    }
+    Ok(())
+}
+
+/// The longest first prompt (`--prompt`, `--prompt-file`).
+pub const MAX_PROMPT_BYTES: usize = 1 << 20;
+
+/// A first prompt: text of several lines, perhaps, but no other control
+/// characters (it ends up on a terminal in `acp log`), bounded, not blank.
+/// A delivery is held to the one-line rule of every runtime instead.
+pub fn check_prompt(text: &str) -> Result<(), InvalidText> {
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(InvalidText::PromptTooLong(text.len()));
+    }
+    for (at, c) in text.chars().enumerate() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            return Err(InvalidText::Control {
+                code: format!("U+{:04X}", u32::from(c)),
+                at: at + 1,
+            });
+        }
+    }
+    if text.chars().all(invisible) {
+        return Err(if text.is_empty() {
+            InvalidText::Empty
+        } else {
+            InvalidText::Blank
+        });
     }
     Ok(())
 }

@@ -1,0 +1,360 @@
+//! `agent-comms runtime acp-serve`, `runtime cancel` and `acp log`: agents
+//! headless over the Agent Client Protocol (docs/acp.md).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use agent_comms_core::acp::agent::AgentCommand;
+use agent_comms_core::acp::policy::Policy;
+use agent_comms_core::acp::transcript::{self, transcript_path, Entry};
+use agent_comms_core::acp::view::LogView;
+use agent_comms_core::adapter::Entry as Adapter;
+use agent_comms_core::client::Client;
+use agent_comms_core::control::acp_serve::{self, AcpServeOptions, Started};
+use agent_comms_core::control::serve::DEFAULT_HEARTBEAT;
+use agent_comms_core::control::{host::host_id, state_dir, store_path, ControlError};
+use agent_comms_core::delivery::validate::check_prompt;
+use agent_comms_core::display;
+use agent_comms_core::paths::euid;
+use agent_comms_core::regular_file;
+use agent_comms_core::session::runtime_id;
+use agent_comms_core::socket::codec::Message;
+use agent_comms_core::socket::protocol::{Event, Request, Response};
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+
+/// The longest `--prompt-file`.
+const MAX_PROMPT_FILE: u64 = 1 << 20;
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  agent-comms --actor coder runtime acp-serve --id coder -- opencode acp
+  agent-comms --actor coder runtime acp-serve --id coder --provider claude-code --prompt 'read the README'
+  agent-comms runtime deliver --id coder 'please run the tests'
+  agent-comms acp log coder --follow")]
+pub struct AcpServeArgs {
+    /// The runtime's id (also the session name in `session ls`).
+    #[arg(long)]
+    id: String,
+    /// The adapter whose `[acp]` section runs the agent (default: the one
+    /// whose `[acp]` command CMD is); without CMD, its command is run.
+    #[arg(long)]
+    provider: Option<String>,
+    /// What the agent may do (TOML; see docs/acp.md#the-policy). Without
+    /// it: every permission rejected once, no files or terminals served.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Start the first turn with this prompt.
+    #[arg(long, conflicts_with = "prompt_file")]
+    prompt: Option<String>,
+    /// Start the first turn with the prompt in FILE.
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<PathBuf>,
+    /// Also keep the transcript (JSON lines) in FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Start a new ACP session even when the runtime is bound to one (and
+    /// bind the runtime to the new one).
+    #[arg(long)]
+    new_session: bool,
+    /// Stay in this terminal and print the live transcript; Ctrl-C ends it.
+    #[arg(long)]
+    foreground: bool,
+    /// Heartbeat interval; the runtime counts as offline after three
+    /// missed beats.
+    #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
+    heartbeat_ms: u64,
+    /// Print what started as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The agent's ACP command and arguments, after `--` (default: the
+    /// `--provider` adapter's `[acp]` command).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Subcommand)]
+pub enum AcpCommand {
+    /// Print an ACP runtime's transcript: prompts, replies, thoughts, tool
+    /// calls, permissions and how they were answered, stop reasons.
+    #[command(after_help = "Examples:
+  agent-comms acp log coder
+  agent-comms acp log coder --follow
+  agent-comms acp log coder --json | jq -c 'select(.dir == \"from_agent\")'")]
+    Log {
+        id: String,
+        /// Keep printing as the session goes on, until it ends (Ctrl-C stops).
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// The raw transcript: one JSON object per JSON-RPC message or note.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
+    if args.heartbeat_ms == 0 {
+        bail!("--heartbeat-ms must be above 0");
+    }
+    let id = runtime_id(&args.id)?;
+    let agent = actor.map_or_else(|| id.to_string(), str::to_owned);
+    let adapter = acp_adapter(args.provider.as_deref(), &args.command)?;
+    let argv = match (&args.command[..], &adapter) {
+        ([], Some(a)) => a.profile.acp.as_ref().expect("an [acp] adapter").command.clone(),
+        ([], None) => bail!("no agent to run: give its ACP command after --, or an adapter with --provider NAME (see: agent-comms adapters list)"),
+        (command, _) => command.to_vec(),
+    };
+    let policy = args.policy.map(super::absolute);
+    if let Some(path) = &policy {
+        // Read here too, so a broken file is said by this command.
+        Policy::load(path)?;
+    }
+    let prompt = match (&args.prompt, &args.prompt_file) {
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(file)) => Some(regular_file::read_text(
+            file,
+            MAX_PROMPT_FILE,
+            "prompt file",
+        )?),
+        (None, None) => None,
+    };
+    if let Some(text) = &prompt {
+        check_prompt(text).context("--prompt")?;
+    }
+    let opts = AcpServeOptions {
+        command: agent_command(argv, adapter.as_ref(), &agent)?,
+        id,
+        agent,
+        host: host_id()?,
+        provider: adapter.as_ref().map(|a| a.profile.name.clone()),
+        policy,
+        record: args.record.map(super::absolute),
+        prompt,
+        new_session: args.new_session,
+        heartbeat_ms: args.heartbeat_ms,
+        state_dir: state_dir(),
+        store_path: store_path(),
+    };
+    if args.foreground {
+        return foreground(opts);
+    }
+    let exe =
+        std::env::current_exe().context("cannot resolve the agent-comms executable's path")?;
+    let started = acp_serve::launch(&exe, &opts)?;
+    print_started(&started, args.json)?;
+    Ok(0)
+}
+
+/// The adapter that says how to run the agent: the one named, which must
+/// have `[acp]`, or the one whose `[acp]` command `command` is.
+fn acp_adapter(provider: Option<&str>, command: &[String]) -> anyhow::Result<Option<Adapter>> {
+    let registry = agent_comms_adapters::registry();
+    match provider {
+        Some(name) => match registry.get(name) {
+            Some(entry) if entry.profile.acp.is_some() => Ok(Some(entry.clone())),
+            Some(_) => bail!("adapter '{name}' has no [acp] section, so it cannot run headless; see which do with: agent-comms adapters list"),
+            None => bail!("no adapter named '{name}'; see them with: agent-comms adapters list"),
+        },
+        None => Ok(registry.for_acp_command(command).cloned()),
+    }
+}
+
+/// The agent's command with the environment its adapter's `[acp]` needs.
+fn agent_command(
+    argv: Vec<String>,
+    adapter: Option<&Adapter>,
+    agent: &str,
+) -> anyhow::Result<AgentCommand> {
+    let acp = adapter.and_then(|a| a.profile.acp.as_ref());
+    let mut env: Vec<(String, String)> = acp
+        .map(|a| {
+            a.env
+                .set
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if euid() == 0 {
+        if let Some(acp) = acp {
+            env.extend(acp.env_as_root.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    // The agent calls agent-comms as itself without flags.
+    env.push(("AGENT_COMMS_ACTOR".into(), agent.to_owned()));
+    Ok(AgentCommand {
+        argv,
+        cwd: std::env::current_dir().context("cannot read the current directory")?,
+        env,
+        env_remove: acp.map(|a| a.env.remove.clone()).unwrap_or_default(),
+    })
+}
+
+fn print_started(started: &Started, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(started)?);
+        return Ok(());
+    }
+    let agent = match (&started.agent_name, &started.agent_version) {
+        (Some(n), Some(v)) => format!("{} {}", display::one_line(n), display::one_line(v)),
+        (Some(n), None) => display::one_line(n).into_owned(),
+        _ => "the agent".into(),
+    };
+    println!(
+        "runtime {} serves {agent} over ACP (session {}, supervisor pid {}); follow it with: agent-comms acp log {} --follow",
+        started.id,
+        display::one_line(&started.session_id),
+        started.supervisor_pid,
+        started.id
+    );
+    Ok(())
+}
+
+/// `--foreground`: serve here, printing the transcript as it grows.
+fn foreground(opts: AcpServeOptions) -> anyhow::Result<i32> {
+    let id = opts.id.to_string();
+    let ended = acp_serve::serve(opts, |started| {
+        let _ = print_started(started, false);
+        let path = started.transcript.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = follow(&id, &path, false) {
+                eprintln!("agent-comms: the live transcript stopped: {e:#}");
+            }
+        });
+    })?;
+    eprintln!("agent-comms: {} ({})", ended.reason, ended.exit);
+    Ok(ended.exit.code.unwrap_or(1))
+}
+
+/// `runtime cancel --id ID`.
+pub fn cancel(id: &str, json: bool) -> anyhow::Result<i32> {
+    let id = runtime_id(id)?;
+    let mut client = live(id.as_str())?;
+    match client.request(Request::Cancel)? {
+        Response::TurnEnded { stop_reason } => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "id": id.as_str(), "stop_reason": stop_reason })
+                );
+            } else {
+                println!(
+                    "runtime {id}: the turn ended: {}",
+                    display::one_line(&stop_reason)
+                );
+            }
+            Ok(0)
+        }
+        Response::Error { message } => bail!("{message}"),
+        other => bail!("unexpected reply to cancel: {other:?}"),
+    }
+}
+
+pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
+    match cmd {
+        AcpCommand::Log {
+            id,
+            follow: live,
+            json,
+        } => {
+            let id = runtime_id(&id)?;
+            let path = transcript_path(&state_dir(), id.as_str());
+            if !path.exists() {
+                bail!("runtime {id} has no transcript ({}); start it with: agent-comms runtime acp-serve --id {id} -- <ACP command>", path.display());
+            }
+            if live {
+                follow(id.as_str(), &path, json)?;
+            } else {
+                let mut out = Output::new(json);
+                for entry in transcript::read(&path).context("cannot read the transcript")? {
+                    out.print(&entry)?;
+                }
+                out.finish()?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// The transcript so far, then each new entry until the session ends.
+fn follow(id: &str, path: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    let mut out = Output::new(json);
+    let client = live(id).ok();
+    let Some(mut client) = client else {
+        for entry in transcript::read(path)? {
+            out.print(&entry)?;
+        }
+        out.finish()?;
+        eprintln!("agent-comms: runtime {id} is not running; that is all of its transcript");
+        return Ok(());
+    };
+    let request = client.send(Message::Request(Request::Follow))?;
+    let next_seq = loop {
+        let frame = client.read_frame()?;
+        match frame.message {
+            Message::Response(Response::Following { next_seq }) if frame.id == request => {
+                break next_seq
+            }
+            Message::Response(Response::Error { message }) => bail!("{message}"),
+            _ => {}
+        }
+    };
+    // Subscribed first, then the file: nothing is missed or shown twice.
+    for entry in transcript::read(path)?.iter().filter(|e| e.seq < next_seq) {
+        out.print(entry)?;
+    }
+    while let Ok(frame) = client.read_frame() {
+        match frame.message {
+            Message::Event(Event::Transcript(entry)) => out.print(&entry)?,
+            Message::Event(Event::Exited(_)) => break,
+            _ => {}
+        }
+    }
+    out.finish()
+}
+
+/// A live ACP runtime's endpoint.
+fn live(id: &str) -> anyhow::Result<Client> {
+    let name = runtime_id(id)?;
+    match Client::for_session(&name) {
+        Ok((client, record)) if record.kind == agent_comms_core::session::SessionKind::Acp => {
+            Ok(client)
+        }
+        Ok(_) => bail!("session {id} is not an ACP runtime (see: agent-comms session ls)"),
+        Err(_) => Err(ControlError::Offline(id.to_owned()).into()),
+    }
+}
+
+/// Entries to standard output, readable or as JSON lines.
+struct Output {
+    view: Option<LogView>,
+    stdout: std::io::Stdout,
+}
+
+impl Output {
+    fn new(json: bool) -> Self {
+        Self {
+            view: (!json).then(LogView::new),
+            stdout: std::io::stdout(),
+        }
+    }
+
+    fn print(&mut self, entry: &Entry) -> anyhow::Result<()> {
+        let mut out = self.stdout.lock();
+        match &mut self.view {
+            Some(view) => out.write_all(view.push(entry).as_bytes())?,
+            None => writeln!(out, "{}", serde_json::to_string(entry)?)?,
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        if let Some(view) = &mut self.view {
+            let mut out = self.stdout.lock();
+            out.write_all(view.finish().as_bytes())?;
+            out.flush()?;
+        }
+        Ok(())
+    }
+}
