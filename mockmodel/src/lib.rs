@@ -60,10 +60,12 @@ pub mod responses;
 pub mod schema;
 mod server;
 pub mod sse;
+pub mod tools;
 
 pub use log::{Api, LoggedRequest, HEADERS_OF_INTEREST};
 pub use pacing::{Pacing, CANNED_REPLY, DEFAULT_DELTAS};
 pub use server::{Config, MockServer, StartError, WaitTimeout};
+pub use tools::ToolCall;
 
 use serde_json::Value;
 
