@@ -67,6 +67,13 @@ impl Knob {
     }
 }
 
+/// The tokens that ask for a call of `name` with `arguments` (a JSON
+/// object): `TOOL=<name> ARGS64=<base64>`, to put in a prompt.
+pub fn knob(name: &str, arguments: &Value) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(arguments.to_string());
+    format!("TOOL={name} ARGS64={encoded}")
+}
+
 /// The longest prefix of `value` whose characters all pass `ok` (so the
 /// quotes or full stop a CLI or a typist puts after a token do not count).
 fn leading(value: &str, ok: impl Fn(char) -> bool) -> &str {
@@ -199,6 +206,13 @@ mod tests {
         let url = b64(r#"{"a":"??>"}"#).replace('+', "-").replace('/', "_");
         let k = Knob::parse(&format!("TOOL=t ARGS64={}", url.trim_end_matches('='))).unwrap();
         assert_eq!(k.arguments, Ok(json!({"a": "??>"})));
+    }
+
+    #[test]
+    fn knob_round_trip() {
+        let args = json!({"cmd": "printf 'a b' > \"/x y\""});
+        let k = Knob::parse(&format!("do it {}.", knob("exec_command", &args))).unwrap();
+        assert_eq!((k.name.as_str(), k.arguments), ("exec_command", Ok(args)));
     }
 
     #[test]

@@ -8,8 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use agent_comms_mockmodel::{Config, LoggedRequest, MockServer, ToolCall, CANNED_REPLY};
-use base64::Engine as _;
+use agent_comms_mockmodel::{tools, Config, LoggedRequest, MockServer, ToolCall, CANNED_REPLY};
 use common::{chat_text, post, Response};
 use serde_json::{json, Value};
 
@@ -19,8 +18,7 @@ fn arguments() -> Value {
 }
 
 fn knob(tool: &str) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(arguments().to_string());
-    format!("write it TOOL={tool} ARGS64={b64} DELTAS=3")
+    format!("write it {} DELTAS=3", tools::knob(tool, &arguments()))
 }
 
 const RESULT: &str = "File created successfully at: /tmp/a \"b\".txt";
@@ -305,6 +303,26 @@ fn side_requests_and_mistakes_get_text() {
         bad.starts_with("mock-model-server: ARGS is not JSON"),
         "{bad}"
     );
-    let log = log(&server, 4);
+
+    // Claude Code's suggestion request after a tool turn: the conversation
+    // holds the knob, but the last user message is its own instruction.
+    let suggestion = json!({"model": "m", "max_tokens": 10, "tools": [{"name": "Write"}],
+        "messages": [
+            {"role": "user", "content": knob("Write")},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "Write", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]},
+            {"role": "assistant", "content": "tool result received: ok"},
+            {"role": "user", "content": "[SUGGESTION MODE: Suggest what the user might type next]"}]});
+    let v = post(port, "/v1/messages", &suggestion).json();
+    assert_eq!(v["content"][0]["text"], CANNED_REPLY);
+    // Codex's approval review: structured output, tools offered, the
+    // agent's history (knob included) quoted in the prompt.
+    let review = json!({"model": "m", "input": format!("history: {}", knob("exec_command")),
+        "tools": [{"type": "function", "name": "exec_command"}],
+        "text": {"format": {"type": "json_schema", "name": "r", "schema": {"type": "object"}}}});
+    let v = post(port, "/v1/responses", &review).json();
+    assert_eq!(v["output"][0]["type"], "message");
+
+    let log = log(&server, 6);
     assert!(log.iter().all(|r| r.tool_call.is_none()));
 }
