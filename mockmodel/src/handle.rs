@@ -57,7 +57,7 @@ pub(crate) async fn connection(stream: TcpStream, state: Arc<State>) {
 /// What a model request's body says about the reply it wants.
 #[derive(Default)]
 struct Seen {
-    /// Text of the last user message.
+    /// Text of the last user message that has text.
     prompt: Option<String>,
     /// The schema of a structured-output request.
     schema: Option<Value>,
