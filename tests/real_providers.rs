@@ -644,3 +644,127 @@ fn an_ordinary_opencode_is_taken_over_on_its_session() {
         "an_ordinary_opencode_is_taken_over_on_its_session",
     );
 }
+
+// --- a tool call the model asks for -----------------------------------------
+
+/// The file the model's tool call writes, and its content.
+const TOOL_FILE: &str = "m.txt";
+const TOOL_CONTENT: &str = "from the model";
+/// opencode shows a paste longer than this as `[Pasted ~1 lines]`, which
+/// a delivery cannot see echoed (1.18: unless the configuration sets
+/// `experimental.disable_paste_summary`).
+const OPENCODE_PASTE_SUMMARY_OVER: usize = 150;
+
+/// The tool that writes `file` (its name in this CLI's request, and its
+/// arguments), and the CLI arguments that let it run without asking.
+fn writing_tool(cli: Cli, file: &Path) -> (&'static str, Value, &'static [&'static str]) {
+    match cli {
+        Cli::Claude => (
+            "Write",
+            serde_json::json!({"file_path": file, "content": TOOL_CONTENT}),
+            &["--permission-mode", "acceptEdits"],
+        ),
+        Cli::Codex => (
+            "exec_command",
+            serde_json::json!({"cmd": format!("printf '{TOOL_CONTENT}' > '{}'", file.display())}),
+            &["--sandbox", "workspace-write"],
+        ),
+        Cli::Opencode => (
+            "write",
+            serde_json::json!({"filePath": file, "content": TOOL_CONTENT}),
+            &[],
+        ),
+    }
+}
+
+/// The mock's `TOOL=`/`ARGS64=` knob makes the model call a tool: the CLI
+/// runs it, the model's next request carries its result, the reply to that
+/// is on the screen, and no other request (titles, Claude's side requests)
+/// was answered with a call.
+fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    let file = w.work.join(TOOL_FILE);
+    let (tool, args, cli_args) = writing_tool(cli, &file);
+    let mut served = w.serve(ID, &[], cli_args);
+    w.wait_activity(ID, "idle", START, "start-up");
+    let text = format!("write {}", agent_comms_mockmodel::tools::knob(tool, &args));
+    assert!(
+        text.len() <= OPENCODE_PASTE_SUMMARY_OVER,
+        "[{test}] the prompt is {} characters (a long work directory?); opencode would summarize it: {text}",
+        text.len()
+    );
+    w.deliver(ID, &text, 20)
+        .unwrap_or_else(|e| panic!("[{test}] deliver failed: {e}\n{}", w.report(ID)));
+    let deadline = Instant::now() + TURN;
+    let follow_up = loop {
+        let found = w
+            .requests()
+            .into_iter()
+            .find(|r| r["tool_result"].is_string());
+        if let Some(r) = found {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "[{test}] no request carried the tool's result:\n{}\n{}",
+            w.requests_summary(),
+            w.report(ID)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    w.wait_activity(ID, "idle", TURN, "after the tool turn");
+    assert_eq!(
+        std::fs::read_to_string(&file).ok().as_deref(),
+        Some(TOOL_CONTENT),
+        "[{test}] the tool did not write {}",
+        file.display()
+    );
+    let calls: Vec<Value> = w
+        .requests()
+        .into_iter()
+        .filter(|r| !r["tool_call"].is_null())
+        .collect();
+    assert_eq!(calls.len(), 1, "[{test}] {calls:#?}");
+    assert_eq!(calls[0]["tool_call"]["name"], tool);
+    assert_eq!(calls[0]["tool_call"]["arguments"], args);
+    let reply = follow_up["reply"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        reply.starts_with("tool result received: "),
+        "[{test}] {follow_up}"
+    );
+    let deadline = Instant::now() + TURN;
+    while !w
+        .snapshot_lines(ID)
+        .iter()
+        .any(|l| l.contains("tool result received"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "[{test}] the reply after the tool's result never showed:\n{}",
+            w.report(ID)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "{test}: the tool's result as the model got it: {:?}",
+        follow_up["tool_result"]
+    );
+    w.finish(vec![&mut served.tty]);
+}
+
+#[test]
+fn claude_runs_a_tool_the_model_asks_for() {
+    runs_a_tool_the_model_asks_for(Cli::Claude, "claude_runs_a_tool_the_model_asks_for");
+}
+
+#[test]
+fn codex_runs_a_tool_the_model_asks_for() {
+    runs_a_tool_the_model_asks_for(Cli::Codex, "codex_runs_a_tool_the_model_asks_for");
+}
+
+#[test]
+fn opencode_runs_a_tool_the_model_asks_for() {
+    runs_a_tool_the_model_asks_for(Cli::Opencode, "opencode_runs_a_tool_the_model_asks_for");
+}

@@ -4,12 +4,16 @@
 //! `content_block_delta` (`text_delta`) per piece, `content_block_stop`,
 //! `message_delta` (`stop_reason: "end_turn"`, usage) and `message_stop`,
 //! which is what the Anthropic SDK inside Claude Code assembles a message
-//! from. A session-title request asks for JSON through
-//! `output_config.format` (or the older `output_format`).
+//! from. A tool call is one `tool_use` block whose input is streamed as
+//! `input_json_delta` pieces, with `stop_reason: "tool_use"`; its result
+//! comes back as a `tool_result` block in the next user message. A
+//! session-title request asks for JSON through `output_config.format` (or
+//! the older `output_format`).
 
 use serde_json::{json, Value};
 
 use crate::sse::{Event, EventSource, Reply};
+use crate::tools::result_text;
 
 /// Text of the last user message that has any.
 pub fn prompt(body: &Value) -> Option<String> {
@@ -19,6 +23,47 @@ pub fn prompt(body: &Value) -> Option<String> {
         .rev()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
         .find_map(|m| crate::content_text(m.get("content")?, &["text"]))
+}
+
+/// Names of the tools the client runs itself (server tools such as web
+/// search have a `type` of their own).
+pub fn tools(body: &Value) -> Vec<String> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|t| {
+            t.get("type")
+                .and_then(Value::as_str)
+                .is_none_or(|k| k == "custom")
+        })
+        .filter_map(|t| Some(t.get("name")?.as_str()?.to_string()))
+        .collect()
+}
+
+/// The text of the tool results the last message carries, when it is a
+/// user message holding `tool_result` blocks.
+pub fn tool_result(body: &Value) -> Option<String> {
+    let last = body.get("messages")?.as_array()?.last()?;
+    if last.get("role").and_then(Value::as_str) != Some("user") {
+        return None;
+    }
+    let results: Vec<String> = last
+        .get("content")?
+        .as_array()?
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        .map(|b| result_text(b.get("content")))
+        .collect();
+    (!results.is_empty()).then(|| results.join("\n"))
+}
+
+fn stop_reason(reply: &Reply) -> &'static str {
+    match reply.tool {
+        Some(_) => "tool_use",
+        None => "end_turn",
+    }
 }
 
 /// The JSON schema the reply must fit, for a structured-output request.
@@ -48,8 +93,11 @@ pub fn message(reply: &Reply) -> Value {
         "type": "message",
         "role": "assistant",
         "model": reply.model,
-        "content": [{"type": "text", "text": reply.text}],
-        "stop_reason": "end_turn",
+        "content": [match &reply.tool {
+            Some(t) => json!({"type": "tool_use", "id": t.id, "name": t.name, "input": t.arguments}),
+            None => json!({"type": "text", "text": reply.text}),
+        }],
+        "stop_reason": stop_reason(reply),
         "stop_sequence": null,
         "usage": usage(reply, reply.output_tokens()),
     })
@@ -77,18 +125,24 @@ impl EventSource for Stream {
     }
 
     fn first(&mut self) -> Vec<Event> {
+        let block = match &self.0.tool {
+            Some(t) => json!({"type": "tool_use", "id": t.id, "name": t.name, "input": {}}),
+            None => json!({"type": "text", "text": ""}),
+        };
         vec![Event::named(
             "content_block_start",
-            &json!({"type": "content_block_start", "index": 0,
-                "content_block": {"type": "text", "text": ""}}),
+            &json!({"type": "content_block_start", "index": 0, "content_block": block}),
         )]
     }
 
     fn delta(&mut self, text: &str) -> Vec<Event> {
+        let delta = match self.0.tool {
+            Some(_) => json!({"type": "input_json_delta", "partial_json": text}),
+            None => json!({"type": "text_delta", "text": text}),
+        };
         vec![Event::named(
             "content_block_delta",
-            &json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": text}}),
+            &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
         )]
     }
 
@@ -102,7 +156,7 @@ impl EventSource for Stream {
             Event::named(
                 "message_delta",
                 &json!({"type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                    "delta": {"stop_reason": stop_reason(r), "stop_sequence": null},
                     "usage": {"output_tokens": r.output_tokens()}}),
             ),
             Event::named("message_stop", &json!({"type": "message_stop"})),
@@ -127,6 +181,30 @@ mod tests {
         assert_eq!(
             prompt(&body).as_deref(),
             Some("<system-reminder>x</system-reminder>\nsay hello SLOW=8")
+        );
+    }
+
+    #[test]
+    fn tools_and_results() {
+        let body = json!({"tools": [{"name": "Write", "input_schema": {}},
+            {"type": "custom", "name": "Bash"},
+            {"type": "web_search_20250305", "name": "web_search"}]});
+        assert_eq!(tools(&body), ["Write", "Bash"]);
+        assert!(tools(&json!({})).is_empty());
+        let body = json!({"messages": [
+            {"role": "user", "content": "TOOL=Write"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Write", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "File created"}]},
+                {"type": "text", "text": "<system-reminder>x</system-reminder>"}]},
+        ]});
+        assert_eq!(tool_result(&body).as_deref(), Some("File created"));
+        let body = json!({"messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "plain"}]}]});
+        assert_eq!(tool_result(&body).as_deref(), Some("plain"));
+        assert_eq!(
+            tool_result(&json!({"messages": [{"role": "user", "content": "hi"}]})),
+            None
         );
     }
 

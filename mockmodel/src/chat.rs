@@ -4,12 +4,15 @@
 //! A streamed reply is one `chat.completion.chunk` per piece (the first
 //! carries `role: "assistant"`), a chunk with `finish_reason: "stop"`, a
 //! usage chunk with no choices when `stream_options.include_usage` is set,
-//! and `data: [DONE]`. Structured output is asked for through
+//! and `data: [DONE]`. A tool call streams its arguments as `tool_calls`
+//! deltas and finishes with `finish_reason: "tool_calls"`; its result comes
+//! back as a `role: "tool"` message. Structured output is asked for through
 //! `response_format`.
 
 use serde_json::{json, Value};
 
 use crate::sse::{Event, EventSource, Reply};
+use crate::tools::result_text;
 
 /// Text of the last user message that has any.
 pub fn prompt(body: &Value) -> Option<String> {
@@ -19,6 +22,38 @@ pub fn prompt(body: &Value) -> Option<String> {
         .rev()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
         .find_map(|m| crate::content_text(m.get("content")?, &["text"]))
+}
+
+/// Names of the `function` tools.
+pub fn tools(body: &Value) -> Vec<String> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
+        .filter_map(|t| Some(t.pointer("/function/name")?.as_str()?.to_string()))
+        .collect()
+}
+
+/// The content of the `role: "tool"` messages that end the conversation.
+pub fn tool_result(body: &Value) -> Option<String> {
+    let results: Vec<String> = body
+        .get("messages")?
+        .as_array()?
+        .iter()
+        .rev()
+        .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .map(|m| result_text(m.get("content")))
+        .collect();
+    (!results.is_empty()).then(|| results.into_iter().rev().collect::<Vec<_>>().join("\n"))
+}
+
+fn finish_reason(r: &Reply) -> &'static str {
+    match r.tool {
+        Some(_) => "tool_calls",
+        None => "stop",
+    }
 }
 
 /// The JSON schema the reply must fit, for a structured-output request.
@@ -46,9 +81,18 @@ fn usage(r: &Reply) -> Value {
 pub fn complete(r: &Reply) -> Value {
     json!({"id": r.id, "object": "chat.completion", "created": r.created,
         "model": r.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": r.text},
-            "logprobs": null, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message(r),
+            "logprobs": null, "finish_reason": finish_reason(r)}],
         "usage": usage(r)})
+}
+
+fn message(r: &Reply) -> Value {
+    match &r.tool {
+        Some(t) => json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": t.id, "type": "function",
+            "function": {"name": t.name, "arguments": r.text}}]}),
+        None => json!({"role": "assistant", "content": r.text}),
+    }
 }
 
 /// Whether the request asked for a usage chunk at the end of the stream.
@@ -87,19 +131,27 @@ impl Stream {
 
 impl EventSource for Stream {
     fn delta(&mut self, text: &str) -> Vec<Event> {
-        let delta = if self.sent_role {
-            json!({"content": text})
-        } else {
-            self.sent_role = true;
-            json!({"role": "assistant", "content": text})
+        let first = !self.sent_role;
+        self.sent_role = true;
+        let mut delta = match &self.reply.tool {
+            // The first piece names the call; the others only add arguments.
+            Some(t) if first => json!({"content": null, "tool_calls": [{"index": 0,
+                "id": t.id, "type": "function",
+                "function": {"name": t.name, "arguments": text}}]}),
+            Some(_) => json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}),
+            None => json!({"content": text}),
         };
+        if first {
+            delta["role"] = json!("assistant");
+        }
         let choices = json!([{"index": 0, "delta": delta, "logprobs": null,
             "finish_reason": null}]);
         vec![self.chunk(choices, None)]
     }
 
     fn finish(&mut self) -> Vec<Event> {
-        let stop = json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": "stop"}]);
+        let stop = json!([{"index": 0, "delta": {}, "logprobs": null,
+            "finish_reason": finish_reason(&self.reply)}]);
         let mut events = vec![self.chunk(stop, None)];
         if self.include_usage {
             events.push(self.chunk(json!([]), Some(usage(&self.reply))));
@@ -120,6 +172,27 @@ mod tests {
             {"role": "user", "content": [{"type": "text", "text": "say hello DELTAS=3"}]},
         ]});
         assert_eq!(prompt(&body).as_deref(), Some("say hello DELTAS=3"));
+    }
+
+    #[test]
+    fn tools_and_results() {
+        let body = json!({"tools": [{"type": "function", "function": {"name": "write"}},
+            {"type": "function", "function": {"name": "bash"}}]});
+        assert_eq!(tools(&body), ["write", "bash"]);
+        let body = json!({"messages": [
+            {"role": "user", "content": "TOOL=write"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "write", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Wrote file successfully."},
+        ]});
+        assert_eq!(
+            tool_result(&body).as_deref(),
+            Some("Wrote file successfully.")
+        );
+        assert_eq!(
+            tool_result(&json!({"messages": [{"role": "user", "content": "x"}]})),
+            None
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::log::{Api, LoggedRequest, RequestLog, HEADERS_OF_INTEREST};
 use crate::pacing::{self, Overrides, Pacing};
 use crate::server::Config;
 use crate::sse::{self, EventSource, Mark, Reply};
+use crate::tools::{self, Answer, Knob};
 use crate::{anthropic, chat, responses, schema};
 
 /// What every connection of one server shares.
@@ -50,6 +51,67 @@ pub(crate) async fn connection(stream: TcpStream, state: Arc<State>) {
                 return;
             }
         }
+    }
+}
+
+/// What a model request's body says about the reply it wants.
+#[derive(Default)]
+struct Seen {
+    /// Text of the last user message that has text.
+    prompt: Option<String>,
+    /// The schema of a structured-output request.
+    schema: Option<Value>,
+    /// The tools the client offers to run.
+    tools: Vec<String>,
+    /// The tool result the last message carries.
+    tool_result: Option<String>,
+}
+
+impl Seen {
+    fn of(api: Api, body: &Value) -> Seen {
+        let (prompt, schema, tools, tool_result) = match api {
+            Api::AnthropicMessages => (
+                anthropic::prompt(body),
+                anthropic::schema(body),
+                anthropic::tools(body),
+                anthropic::tool_result(body),
+            ),
+            Api::OpenaiResponses => (
+                responses::prompt(body),
+                responses::schema(body),
+                responses::tools(body),
+                responses::tool_result(body),
+            ),
+            Api::OpenaiChat => (
+                chat::prompt(body),
+                chat::schema(body),
+                chat::tools(body),
+                chat::tool_result(body),
+            ),
+            _ => return Seen::default(),
+        };
+        Seen {
+            prompt,
+            schema,
+            tools,
+            tool_result,
+        }
+    }
+
+    /// Structured output first, then the text after a tool result, then a
+    /// tool call the prompt asks for (see [`tools`]), then text.
+    fn answer(&self, overrides: &Overrides, default_reply: &str, call_id: String) -> Answer {
+        if let Some(s) = &self.schema {
+            return Answer::Text(schema::instance(s).to_string());
+        }
+        if let Some(result) = &self.tool_result {
+            return Answer::Text(tools::follow_up(result));
+        }
+        let knob = self.prompt.as_deref().and_then(Knob::parse);
+        knob.and_then(|k| tools::call(&k, &self.tools, call_id))
+            .unwrap_or_else(|| {
+                Answer::Text(overrides.reply.clone().unwrap_or(default_reply.to_string()))
+            })
     }
 }
 
@@ -128,27 +190,21 @@ async fn handle(conn: &mut Conn, req: &Request, state: &State) -> io::Result<boo
         api,
         Api::AnthropicMessages | Api::OpenaiResponses | Api::OpenaiChat
     );
-    let (prompt, schema) = match (api, &body) {
-        (Api::AnthropicMessages, Some(b)) => (anthropic::prompt(b), anthropic::schema(b)),
-        (Api::OpenaiResponses, Some(b)) => (responses::prompt(b), responses::schema(b)),
-        (Api::OpenaiChat, Some(b)) => (chat::prompt(b), chat::schema(b)),
-        _ => (None, None),
-    };
+    let seen = body.as_ref().map(|b| Seen::of(api, b)).unwrap_or_default();
     // The CLIs always stream; a body that could not be read is taken to.
     let stream = model_api
         && body
             .as_ref()
             .is_none_or(|b| b.get("stream").and_then(Value::as_bool) == Some(true));
     let include_usage = body.as_ref().is_some_and(chat::include_usage);
-    let overrides = Overrides::parse(prompt.as_deref().unwrap_or_default());
+    let overrides = Overrides::parse(seen.prompt.as_deref().unwrap_or_default());
     let pacing = overrides.apply(state.config.pacing);
-    let text = match &schema {
-        Some(s) => schema::instance(s).to_string(),
-        None => overrides
-            .reply
-            .clone()
-            .unwrap_or(state.config.reply.clone()),
+    let n = state.next_reply.fetch_add(1, Ordering::Relaxed);
+    let call_id = match api {
+        Api::AnthropicMessages => format!("toolu_mock_{n}"),
+        _ => format!("call_mock_{n}"),
     };
+    let answer = seen.answer(&overrides, &state.config.reply, call_id);
     let status = match (api, allowed(api, &req.method)) {
         (_, false) => 405,
         (Api::Unknown, _) => 404,
@@ -169,11 +225,19 @@ async fn handle(conn: &mut Conn, req: &Request, state: &State) -> io::Result<boo
         body_error,
         api,
         model: model.clone(),
-        prompt,
-        structured: schema.is_some(),
+        structured: seen.schema.is_some(),
         stream: stream && status == 200,
         pacing,
-        reply: (model_api && status == 200).then(|| text.clone()),
+        reply: match &answer {
+            Answer::Text(t) if model_api && status == 200 => Some(t.clone()),
+            _ => None,
+        },
+        tool_call: match &answer {
+            Answer::Tool(c) if model_api && status == 200 => Some(c.clone()),
+            _ => None,
+        },
+        tool_result: seen.tool_result.clone(),
+        prompt: seen.prompt.clone(),
         status,
         received_at: log.wall(received.into_std()),
         first_delta_at: None,
@@ -183,7 +247,10 @@ async fn handle(conn: &mut Conn, req: &Request, state: &State) -> io::Result<boo
         aborted: false,
     });
 
-    let n = state.next_reply.fetch_add(1, Ordering::Relaxed);
+    let (text, tool) = match answer {
+        Answer::Text(t) => (t, None),
+        Answer::Tool(c) => (c.arguments.to_string(), Some(c)),
+    };
     let reply = Reply {
         id: match api {
             Api::OpenaiResponses => format!("resp_mock_{n}"),
@@ -192,10 +259,11 @@ async fn handle(conn: &mut Conn, req: &Request, state: &State) -> io::Result<boo
         },
         model: model.unwrap_or_else(|| "mock-1".into()),
         text,
+        tool,
         input_tokens: (req.body.len() as u64).div_ceil(4),
         created: unix_now(),
     };
-    let at_once = schema.is_some();
+    let at_once = seen.schema.is_some();
     let result = if status != 200 {
         let message = format!("{} {} is not served here", req.method, req.path());
         let kind = if status == 404 {

@@ -35,6 +35,22 @@
 //! (the reply text); the [`Config`] holds the defaults (no pause, all
 //! pieces at once, 40 pieces, [`CANNED_REPLY`]).
 //!
+//! # Tool calls
+//!
+//! `TOOL=<name>` in the last user message, with `ARGS64=<base64 of a JSON
+//! object>` or `ARGS=<a JSON object without spaces>` (default `{}`), makes
+//! the reply a call of that tool: an Anthropic `tool_use` block
+//! (`input_json_delta`, `stop_reason: "tool_use"`), a Responses
+//! `function_call` item, a Chat Completions `tool_calls` delta
+//! (`finish_reason: "tool_calls"`), its arguments cut into `DELTAS` pieces
+//! and paced like text. [`tools::knob`] writes the tokens. The request that
+//! brings the tool's result back gets the text `tool result received: `
+//! and the result's first 200 characters; the log records the call
+//! ([`LoggedRequest::tool_call`]) and the result
+//! ([`LoggedRequest::tool_result`]). Requests without tools (titles) or
+//! asking for structured output never get a call; see [`tools`] for the
+//! rules and `docs/providers.md` for the tool names each CLI offers.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -60,10 +76,12 @@ pub mod responses;
 pub mod schema;
 mod server;
 pub mod sse;
+pub mod tools;
 
 pub use log::{Api, LoggedRequest, HEADERS_OF_INTEREST};
 pub use pacing::{Pacing, CANNED_REPLY, DEFAULT_DELTAS};
 pub use server::{Config, MockServer, StartError, WaitTimeout};
+pub use tools::ToolCall;
 
 use serde_json::Value;
 

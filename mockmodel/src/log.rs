@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pacing::Pacing;
+use crate::tools::ToolCall;
 
 /// Which API a request was routed to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +78,10 @@ pub struct LoggedRequest {
     pub api: Api,
     /// The `model` field of the body.
     pub model: Option<String>,
-    /// Text of the last user message (where the pacing tokens are read).
+    /// Text of the last user message that has text (where the pacing and
+    /// tool tokens are read). A request with `tool_result` set continues a
+    /// turn: its `prompt` is still that turn's prompt (Codex, opencode) or
+    /// whatever text came with the result (Claude Code).
     pub prompt: Option<String>,
     /// Whether the body asked for JSON-schema output (answered at once).
     pub structured: bool,
@@ -85,8 +89,16 @@ pub struct LoggedRequest {
     pub stream: bool,
     /// The pacing that applied.
     pub pacing: Pacing,
-    /// The reply text sent (for the three model APIs).
+    /// The reply text sent (for the three model APIs), unless the reply was
+    /// a tool call.
     pub reply: Option<String>,
+    /// The tool call sent instead of text ([`crate::tools`]).
+    #[serde(default)]
+    pub tool_call: Option<ToolCall>,
+    /// The text of the tool result(s) the last message carried (which the
+    /// reply then quotes).
+    #[serde(default)]
+    pub tool_result: Option<String>,
     /// HTTP status answered.
     pub status: u16,
     #[serde(with = "unix_secs")]

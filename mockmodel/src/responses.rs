@@ -5,12 +5,16 @@
 //! `response.output_text.delta` per piece, `response.output_text.done`,
 //! `response.content_part.done`, `response.output_item.done` and
 //! `response.completed` with usage; Codex treats a stream that ends without
-//! `response.completed` as failed and retries it. A session-title request
-//! asks for JSON through `text.format`.
+//! `response.completed` as failed and retries it. A tool call is a
+//! `function_call` item instead, its arguments streamed as
+//! `response.function_call_arguments.delta`; its result comes back as a
+//! `function_call_output` input item. A session-title request asks for JSON
+//! through `text.format`.
 
 use serde_json::{json, Value};
 
 use crate::sse::{Event, EventSource, Reply};
+use crate::tools::result_text;
 
 /// Text of the last user message that has any (`input` may also be a
 /// plain string).
@@ -28,6 +32,31 @@ pub fn prompt(body: &Value) -> Option<String> {
         .find_map(|i| crate::content_text(i.get("content")?, &["input_text", "text"]))
 }
 
+/// Names of the `function` tools (Codex's shell is the function
+/// `exec_command`).
+pub fn tools(body: &Value) -> Vec<String> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
+        .filter_map(|t| Some(t.get("name")?.as_str()?.to_string()))
+        .collect()
+}
+
+/// The output of a function call, when the input's last user message or
+/// call output is a call output.
+pub fn tool_result(body: &Value) -> Option<String> {
+    let last = body.get("input")?.as_array()?.iter().rev().find(|i| {
+        let kind = i.get("type").and_then(Value::as_str).unwrap_or("message");
+        kind == "function_call_output"
+            || (kind == "message" && i.get("role").and_then(Value::as_str) == Some("user"))
+    })?;
+    (last.get("type").and_then(Value::as_str) == Some("function_call_output"))
+        .then(|| result_text(last.get("output")))
+}
+
 /// The JSON schema the reply must fit, for a structured-output request.
 pub fn schema(body: &Value) -> Option<Value> {
     let format = body.pointer("/text/format")?;
@@ -39,10 +68,19 @@ pub fn schema(body: &Value) -> Option<Value> {
 }
 
 fn item_id(r: &Reply) -> String {
-    format!("msg_{}", r.id)
+    match r.tool {
+        Some(_) => format!("fc_{}", r.id),
+        None => format!("msg_{}", r.id),
+    }
 }
 
+/// The output item: a message holding `text`, or the function call with
+/// `text` as its arguments.
 fn output_item(r: &Reply, status: &str, text: Option<&str>) -> Value {
+    if let Some(t) = &r.tool {
+        return json!({"id": item_id(r), "type": "function_call", "status": status,
+            "call_id": t.id, "name": t.name, "arguments": text.unwrap_or_default()});
+    }
     let content = match text {
         Some(t) => json!([{"type": "output_text", "text": t, "annotations": []}]),
         None => json!([]),
@@ -114,11 +152,15 @@ impl EventSource for Stream {
 
     fn first(&mut self) -> Vec<Event> {
         let item = output_item(&self.reply, "in_progress", None);
+        let added = self.event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        );
+        if self.reply.tool.is_some() {
+            return vec![added];
+        }
         vec![
-            self.event(
-                "response.output_item.added",
-                json!({"output_index": 0, "item": item}),
-            ),
+            added,
             self.part(
                 "response.content_part.added",
                 json!({"part": {"type": "output_text", "text": "", "annotations": []}}),
@@ -127,6 +169,10 @@ impl EventSource for Stream {
     }
 
     fn delta(&mut self, text: &str) -> Vec<Event> {
+        if self.reply.tool.is_some() {
+            let data = json!({"item_id": item_id(&self.reply), "output_index": 0, "delta": text});
+            return vec![self.event("response.function_call_arguments.delta", data)];
+        }
         vec![self.part(
             "response.output_text.delta",
             json!({"delta": text, "logprobs": []}),
@@ -137,21 +183,28 @@ impl EventSource for Stream {
         let text = self.reply.text.clone();
         let item = output_item(&self.reply, "completed", Some(&text));
         let done = response(&self.reply, "completed", true);
-        vec![
-            self.part(
-                "response.output_text.done",
-                json!({"text": text, "logprobs": []}),
-            ),
-            self.part(
-                "response.content_part.done",
-                json!({"part": {"type": "output_text", "text": text, "annotations": []}}),
-            ),
-            self.event(
-                "response.output_item.done",
-                json!({"output_index": 0, "item": item}),
-            ),
-            self.event("response.completed", json!({"response": done})),
-        ]
+        let mut events = if self.reply.tool.is_some() {
+            let data = json!({"item_id": item_id(&self.reply), "output_index": 0,
+                "arguments": text});
+            vec![self.event("response.function_call_arguments.done", data)]
+        } else {
+            vec![
+                self.part(
+                    "response.output_text.done",
+                    json!({"text": text, "logprobs": []}),
+                ),
+                self.part(
+                    "response.content_part.done",
+                    json!({"part": {"type": "output_text", "text": text, "annotations": []}}),
+                ),
+            ]
+        };
+        events.push(self.event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        ));
+        events.push(self.event("response.completed", json!({"response": done})));
+        events
     }
 }
 
@@ -169,6 +222,30 @@ mod tests {
         ]});
         assert_eq!(prompt(&body).as_deref(), Some("say hello"));
         assert_eq!(prompt(&json!({"input": "hi"})).as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn tools_and_results() {
+        let body = json!({"tools": [
+            {"type": "function", "name": "exec_command", "parameters": {}},
+            {"type": "namespace", "name": "multi_agent_v1"},
+            {"type": "web_search"}]});
+        assert_eq!(tools(&body), ["exec_command"]);
+        let body = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "TOOL=exec_command"}]},
+            {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "Process exited with code 0"},
+            {"type": "reasoning", "summary": []},
+        ]});
+        assert_eq!(
+            tool_result(&body).as_deref(),
+            Some("Process exited with code 0")
+        );
+        let mut next = body.clone();
+        next["input"].as_array_mut().unwrap().push(
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}),
+        );
+        assert_eq!(tool_result(&next), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::http::Conn;
 use crate::pacing::{offset, Pacing};
+use crate::tools::ToolCall;
 
 /// One server-sent event.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,8 +69,11 @@ pub struct Reply {
     /// Id of the message / response / completion.
     pub id: String,
     pub model: String,
-    /// The whole reply text.
+    /// The whole reply text, or the tool call's arguments (JSON text) when
+    /// `tool` is set: what is cut into pieces and streamed.
     pub text: String,
+    /// Set when the reply is a tool call rather than text.
+    pub tool: Option<ToolCall>,
     /// A rough token count of the request body.
     pub input_tokens: u64,
     /// Unix time in seconds.

@@ -19,6 +19,12 @@ use clap::Parser;
 ///
 /// A prompt may hold `THINK=<seconds>`, `SLOW=<seconds>`, `DELTAS=<n>` and
 /// `REPLY=<word>` to pace or change one reply.
+///
+/// `TOOL=<name>` with `ARGS64=<base64 of a JSON object>` or `ARGS=<a JSON
+/// object without spaces>` makes the reply a call of that tool, when the
+/// request offers it; the request carrying its result is answered `tool
+/// result received: <the result's first 200 characters>`. Requests offering
+/// no tools or asking for structured output are answered as usual.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
