@@ -57,16 +57,6 @@ fn show(w: &World, id: &str) -> Value {
     serde_json::from_str(out.trim()).unwrap()
 }
 
-/// Model requests (not title, suggestion or count requests) whose last user
-/// message holds `needle`.
-fn prompts_with(w: &World, needle: &str) -> Vec<Value> {
-    w.requests()
-        .into_iter()
-        .filter(|r| r["structured"] == false)
-        .filter(|r| r["prompt"].as_str().is_some_and(|p| p.contains(needle)))
-        .collect()
-}
-
 fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !done() {
@@ -90,7 +80,7 @@ fn starts_with_a_first_turn(cli: Cli, test: &str) {
     assert_eq!(view["connector"], "ACP");
     assert_eq!(view["conversation_id"], session.as_str());
     wait_for("the first turn's request", TURN, || {
-        !prompts_with(&w, "FIRSTTURN").is_empty()
+        w.turns_with("say hello FIRSTTURN") == 1
     });
     let (ok, log, err) = w.ac(&["acp", "log", ID], Duration::from_secs(10));
     assert!(ok, "{err}");
@@ -115,4 +105,361 @@ fn claude_acp_starts_registers_and_runs_a_first_turn() {
 #[test]
 fn codex_acp_starts_registers_and_runs_a_first_turn() {
     starts_with_a_first_turn(Cli::Codex, "codex_acp_starts");
+}
+
+/// `runtime deliver --id ID TEXT` as evidence JSON (its error otherwise).
+fn deliver(w: &World, id: &str, text: &str) -> Result<Value, String> {
+    w.deliver(id, text, TURN.as_secs())
+}
+
+fn stop_reason(evidence: &Value) -> &str {
+    evidence["stop_reason"].as_str().unwrap_or_default()
+}
+
+/// `message show ID --json`.
+fn message(w: &World, id: &str) -> Value {
+    let (ok, out, err) = w.ac(&["message", "show", id, "--json"], Duration::from_secs(10));
+    assert!(ok, "message show: {err}");
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+/// The transcript of runtime `id`, as JSON entries.
+fn transcript(w: &World, id: &str) -> Vec<Value> {
+    let (ok, out, err) = w.ac(&["acp", "log", id, "--json"], Duration::from_secs(10));
+    assert!(ok, "acp log: {err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Waits until the turn that `text` started is under way: the agent sent
+/// an update after the prompt (the mock logs a request only once it is
+/// answered, so its log cannot tell).
+fn wait_turn_started(w: &World, id: &str, text: &str) {
+    wait_for(&format!("the turn of {text:?} to start"), TURN, || {
+        let entries = transcript(w, id);
+        let Some(at) = entries.iter().position(|e| {
+            e["msg"]["method"] == "session/prompt" && e["msg"].to_string().contains(text)
+        }) else {
+            return false;
+        };
+        entries[at..]
+            .iter()
+            .any(|e| e["dir"] == "from_agent" && e["msg"]["method"] == "session/update")
+    });
+}
+
+/// The session/prompt requests and their responses in the transcript, in
+/// order: `true` for a request, `false` for its response.
+fn prompt_traffic(w: &World, id: &str) -> Vec<bool> {
+    let entries = transcript(w, id);
+    let mut prompts = std::collections::HashSet::new();
+    let mut traffic = Vec::new();
+    for e in &entries {
+        let msg = &e["msg"];
+        if e["dir"] == "to_agent" && msg["method"] == "session/prompt" {
+            prompts.insert(msg["id"].to_string());
+            traffic.push(true);
+        } else if e["dir"] == "from_agent"
+            && msg.get("method").is_none()
+            && prompts.remove(&msg["id"].to_string())
+        {
+            traffic.push(false);
+        }
+    }
+    traffic
+}
+
+// --- deliveries become prompts, one turn at a time --------------------------
+
+fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
+    let Some(mut w) = World::new(cli, test) else {
+        return;
+    };
+    acp_serve(&w, ID, &[]).unwrap();
+    // A second delivery issued mid-turn is sent after the first turn's end.
+    let first = std::thread::scope(|s| {
+        let first = s.spawn(|| deliver(&w, ID, "say hello ONE SLOW=3"));
+        wait_turn_started(&w, ID, "say hello ONE SLOW=3");
+        let second = deliver(&w, ID, "say hello TWO").unwrap();
+        let first = first.join().unwrap().unwrap();
+        assert!(
+            second["entered"].as_u64() >= first["submitted"].as_u64(),
+            "the second prompt went out before the first turn ended: {first} {second}"
+        );
+        assert_eq!(stop_reason(&second), "end_turn", "{second}");
+        first
+    });
+    assert_eq!(first["style"], "prompt", "{first}");
+    assert_eq!(stop_reason(&first), "end_turn", "{first}");
+    assert!(
+        first["echoed"].as_u64() >= first["entered"].as_u64(),
+        "{first}"
+    );
+    assert_eq!(
+        w.turns_with("say hello ONE SLOW=3"),
+        1,
+        "{}",
+        w.requests_summary()
+    );
+    assert_eq!(w.turns_with("say hello TWO"), 1, "{}", w.requests_summary());
+
+    // 8 senders × 5 deliveries: each once, in per-sender order, never two
+    // turns at once.
+    let evidence: Vec<Vec<Value>> = std::thread::scope(|s| {
+        let senders: Vec<_> = (0..8)
+            .map(|i| {
+                let w = &w;
+                s.spawn(move || {
+                    (0..5)
+                        .map(|j| deliver(w, ID, &format!("say hello S{i}M{j}")).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        senders.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for (i, sent) in evidence.iter().enumerate() {
+        for j in 0..5 {
+            assert_eq!(w.turns_with(&format!("say hello S{i}M{j}")), 1, "S{i}M{j}");
+        }
+        for pair in sent.windows(2) {
+            assert!(pair[0]["submitted"].as_u64() <= pair[1]["entered"].as_u64());
+        }
+    }
+    let mut all: Vec<&Value> = evidence.iter().flatten().collect();
+    all.sort_by_key(|e| e["entered"].as_u64());
+    for pair in all.windows(2) {
+        assert!(
+            pair[0]["submitted"].as_u64() <= pair[1]["entered"].as_u64(),
+            "two turns at once: {} {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    let traffic = prompt_traffic(&w, ID);
+    assert_eq!(traffic.len(), 2 * 42, "{traffic:?}");
+    assert!(
+        traffic.chunks(2).all(|p| p == [true, false]),
+        "a prompt went out before the previous one's response: {traffic:?}"
+    );
+    w.finish(vec![]);
+}
+
+#[test]
+fn opencode_acp_deliveries_are_prompts_one_turn_at_a_time() {
+    deliveries_are_prompts_one_turn_at_a_time(Cli::Opencode, "opencode_acp_deliveries");
+}
+
+#[test]
+fn claude_acp_deliveries_are_prompts_one_turn_at_a_time() {
+    deliveries_are_prompts_one_turn_at_a_time(Cli::Claude, "claude_acp_deliveries");
+}
+
+#[test]
+fn codex_acp_deliveries_are_prompts_one_turn_at_a_time() {
+    deliveries_are_prompts_one_turn_at_a_time(Cli::Codex, "codex_acp_deliveries");
+}
+
+// --- a message from another agent, and cancel --------------------------------
+
+fn messages_and_cancel(cli: Cli, test: &str) {
+    let Some(mut w) = World::new(cli, test) else {
+        return;
+    };
+    acp_serve(&w, ID, &[]).unwrap();
+    let (ok, out, err) = w.ac(
+        &[
+            "--actor",
+            "other",
+            "send",
+            "--to",
+            ID,
+            "--wait",
+            "120",
+            "--json",
+            "the build is green",
+        ],
+        TURN,
+    );
+    assert!(ok, "send: {out}{err}");
+    let sent: Value = serde_json::from_str(out.trim()).unwrap();
+    let inv = sent["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let shown = message(&w, &inv);
+    assert_eq!(shown["status"], "DELIVERED", "{shown}");
+    let note = format!(
+        "[agent-comms] message {inv} from other; read it with: agent-comms message show {inv}"
+    );
+    assert_eq!(w.turns_with(&note), 1, "{}", w.requests_summary());
+    let attempts = shown["delivery_attempts"].as_array().unwrap();
+    let evidence = &attempts.last().unwrap()["evidence"];
+    assert_eq!(evidence["style"], "prompt", "{shown}");
+    assert_eq!(stop_reason(evidence), "end_turn", "{shown}");
+
+    // Cancel mid-turn: the stop reason is cancelled, and the next delivery works.
+    std::thread::scope(|s| {
+        let long = s.spawn(|| deliver(&w, ID, "say hello LONG SLOW=60"));
+        wait_turn_started(&w, ID, "say hello LONG SLOW=60");
+        let (ok, out, err) = w.ac(&["runtime", "cancel", "--id", ID, "--json"], TURN);
+        assert!(ok, "cancel: {out}{err}");
+        let cancelled: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(cancelled["stop_reason"], "cancelled", "{cancelled}");
+        let long = long.join().unwrap().unwrap();
+        assert_eq!(stop_reason(&long), "cancelled", "{long}");
+    });
+    let after = deliver(&w, ID, "say hello AFTER").unwrap();
+    assert_eq!(stop_reason(&after), "end_turn", "{after}");
+    let (ok, _, err) = w.ac(&["runtime", "cancel", "--id", ID], Duration::from_secs(10));
+    assert!(!ok && err.contains("no turn is running"), "{err}");
+    w.finish(vec![]);
+}
+
+#[test]
+fn opencode_acp_gets_messages_and_cancels() {
+    messages_and_cancel(Cli::Opencode, "opencode_acp_messages");
+}
+
+#[test]
+fn claude_acp_gets_messages_and_cancels() {
+    messages_and_cancel(Cli::Claude, "claude_acp_messages");
+}
+
+#[test]
+fn codex_acp_gets_messages_and_cancels() {
+    messages_and_cancel(Cli::Codex, "codex_acp_messages");
+}
+
+// --- the agent killed mid-turn, the runtime started again --------------------
+
+fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
+    let Some(mut w) = World::new(cli, test) else {
+        return;
+    };
+    let started = acp_serve(&w, ID, &[]).unwrap();
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    let earlier = deliver(&w, ID, "say hello EARLIER").unwrap();
+    assert_eq!(stop_reason(&earlier), "end_turn");
+    let agent = started["agent_pid"].as_u64().unwrap() as u32;
+    let inv = std::thread::scope(|s| {
+        let killed = s.spawn(|| deliver(&w, ID, "say hello KILLED SLOW=60"));
+        wait_turn_started(&w, ID, "say hello KILLED SLOW=60");
+        // A message waits behind the running turn.
+        let (ok, out, err) = w.ac(
+            &[
+                "--actor",
+                "other",
+                "send",
+                "--to",
+                ID,
+                "--json",
+                "after the restart",
+            ],
+            Duration::from_secs(20),
+        );
+        assert!(ok, "send: {out}{err}");
+        let inv = serde_json::from_str::<Value>(out.trim()).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        support::procs::signal(agent, libc::SIGKILL);
+        let failed = killed.join().unwrap();
+        assert!(failed.is_err(), "{failed:?}");
+        inv
+    });
+    wait_for("OFFLINE", Duration::from_secs(30), || {
+        show(&w, ID)["status"] == "OFFLINE"
+    });
+    let view = show(&w, ID);
+    assert!(
+        view["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("SIGKILL"),
+        "{view}"
+    );
+    assert_ne!(message(&w, &inv)["status"], "DELIVERED");
+    let note = format!(
+        "[agent-comms] message {inv} from other; read it with: agent-comms message show {inv}"
+    );
+    assert_eq!(w.turns_with(&note), 0);
+
+    // Started again with the same id: the same session, continued, and the
+    // waiting message delivered once.
+    let again = acp_serve(&w, ID, &[]).unwrap();
+    assert_eq!(again["session_id"], session.as_str(), "{again}");
+    wait_for("the message", TURN, || {
+        message(&w, &inv)["status"] == "DELIVERED"
+    });
+    assert_eq!(w.turns_with(&note), 1, "{}", w.requests_summary());
+    let request = w
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r["prompt"]
+                .as_str()
+                .is_some_and(|p| p.trim().ends_with(&note))
+        })
+        .unwrap();
+    assert!(
+        request["body"].to_string().contains("say hello EARLIER"),
+        "the model's request after the restart lacks the earlier turn"
+    );
+    w.finish(vec![]);
+}
+
+#[test]
+fn opencode_acp_survives_its_agent_killed_mid_turn() {
+    survives_the_agent_killed_mid_turn(Cli::Opencode, "opencode_acp_killed");
+}
+
+#[test]
+fn claude_acp_survives_its_agent_killed_mid_turn() {
+    survives_the_agent_killed_mid_turn(Cli::Claude, "claude_acp_killed");
+}
+
+#[test]
+fn codex_acp_survives_its_agent_killed_mid_turn() {
+    survives_the_agent_killed_mid_turn(Cli::Codex, "codex_acp_killed");
+}
+
+// --- the supervisor killed ----------------------------------------------------
+
+fn the_agent_does_not_outlive_its_supervisor(cli: Cli, test: &str) {
+    let Some(mut w) = World::new(cli, test) else {
+        return;
+    };
+    let started = acp_serve(&w, ID, &[]).unwrap();
+    deliver(&w, ID, "say hello BEFORE").unwrap();
+    let mock = Some(w.ns_pid());
+    let supervisor = started["supervisor_pid"].as_u64().unwrap() as u32;
+    let agent = started["agent_pid"].as_u64().unwrap() as u32;
+    support::procs::signal(supervisor, libc::SIGKILL);
+    wait_for(
+        "the agent and its helpers to end",
+        Duration::from_secs(30),
+        || w.our_processes().iter().all(|&p| Some(p) == mock),
+    );
+    assert!(!support::procs::pid_alive(agent));
+    let (ok, log, err) = w.ac(&["acp", "log", ID], Duration::from_secs(10));
+    assert!(ok, "{err}");
+    assert!(log.contains("say hello BEFORE"), "{log}");
+    w.finish(vec![]);
+}
+
+#[test]
+fn opencode_acp_agent_does_not_outlive_its_supervisor() {
+    the_agent_does_not_outlive_its_supervisor(Cli::Opencode, "opencode_acp_orphan");
+}
+
+#[test]
+fn claude_acp_agent_does_not_outlive_its_supervisor() {
+    the_agent_does_not_outlive_its_supervisor(Cli::Claude, "claude_acp_orphan");
+}
+
+#[test]
+fn codex_acp_agent_does_not_outlive_its_supervisor() {
+    the_agent_does_not_outlive_its_supervisor(Cli::Codex, "codex_acp_orphan");
 }

@@ -211,7 +211,7 @@ fn delivers_and_waits_for_the_turn(cli: Cli, test: &str) {
     // of one request (title requests aside).
     for text in [first, second] {
         assert_eq!(
-            turns_with(&w, text),
+            w.turns_with(text),
             1,
             "[{test}] {text:?} did not reach the model exactly once:\n{}",
             w.requests_summary()
@@ -253,18 +253,6 @@ fn opencode_delivery_sees_the_turn_busy_and_waits_for_its_end() {
 /// Agent turns on `text`: requests that offer the model tools (a title
 /// request, structured or not, offers none) and whose last user message
 /// ends with `text` (the CLI may put context before it in that message).
-fn turns_with(w: &World, text: &str) -> usize {
-    w.requests()
-        .iter()
-        .filter(|r| {
-            r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
-                && r["prompt"]
-                    .as_str()
-                    .is_some_and(|p| p.trim().ends_with(text))
-        })
-        .count()
-}
-
 // --- send --wait from another agent -----------------------------------------
 
 fn a_message_is_announced(cli: Cli, test: &str) {
@@ -317,12 +305,12 @@ fn a_message_is_announced(cli: Cli, test: &str) {
         "[agent-comms] message {inv_id} from bob; read it with: agent-comms message show {inv_id}"
     );
     let deadline = std::time::Instant::now() + TURN;
-    while turns_with(&w, &note) == 0 && std::time::Instant::now() < deadline {
+    while w.turns_with(&note) == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     w.wait_activity(ID, "idle", TURN, "after the notification's turn");
     assert_eq!(
-        turns_with(&w, &note),
+        w.turns_with(&note),
         1,
         "[{test}] the notification did not reach the model exactly once:\n{}",
         w.requests_summary()

@@ -279,6 +279,13 @@ fn print_full(v: &InvocationView) {
     }
     for a in v.delivery_attempts.iter().flatten() {
         let what = match &a.evidence {
+            Some(e) if e.style == "prompt" => format!(
+                "prompt sent {}, first update {}, turn ended {} ({})",
+                e.entered,
+                e.echoed,
+                e.submitted,
+                line(e.stop_reason.as_deref().unwrap_or("no stop reason"))
+            ),
             Some(e) => format!(
                 "echoed {}, entered {}, submitted {} ({} Enter, {})",
                 e.echoed,

@@ -469,6 +469,14 @@ pub fn deliver_with(
         Response::Delivered(e) => {
             if args.json {
                 println!("{}", serde_json::to_string(&e)?);
+            } else if e.style == "prompt" {
+                println!(
+                    "delivered to {name} as a prompt: sent {}, first update {}, turn ended {} ({})",
+                    iso_from_unix_millis(e.entered),
+                    iso_from_unix_millis(e.echoed),
+                    iso_from_unix_millis(e.submitted),
+                    display::one_line(e.stop_reason.as_deref().unwrap_or("no stop reason"))
+                );
             } else {
                 println!(
                     "delivered to {name}: echoed {}, entered {}, submitted {} ({} Enter, {})",

@@ -32,6 +32,9 @@
 //! [end]
 //! when = "agent-exit"           # agent-exit | first-turn | idle
 //! idle = "30m"                  # with when = "idle": end after this long with no turn
+//!
+//! [session]
+//! mode = "default"              # session/set_mode once the session is open (the agent's own mode ids)
 //! ```
 //!
 //! Every section and key may be left out; unknown keys are errors, so a
@@ -172,6 +175,8 @@ pub struct Policy {
     /// must be under.
     terminal: Option<Vec<PathBuf>>,
     end: End,
+    /// The agent's session mode to set once its session is open.
+    mode: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -202,6 +207,7 @@ impl Default for Policy {
             fs_write: Vec::new(),
             terminal: None,
             end: End::AgentExit,
+            mode: None,
         }
     }
 }
@@ -291,6 +297,13 @@ impl Policy {
     /// Whether `terminal/*` is served: the `terminal` client capability.
     pub fn serves_terminal(&self) -> bool {
         self.terminal.is_some()
+    }
+
+    /// The session mode (`[session] mode`) to set with `session/set_mode`
+    /// once the session is open: each agent's own id (`default`,
+    /// `read-only` …), which decides whether it asks before its tools run.
+    pub fn mode(&self) -> Option<&str> {
+        self.mode.as_deref()
     }
 
     pub fn end(&self) -> &End {
@@ -473,6 +486,14 @@ struct PolicyFile {
     terminal: TerminalFile,
     #[serde(default)]
     end: EndFile,
+    #[serde(default)]
+    session: SessionFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SessionFile {
+    mode: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -595,6 +616,17 @@ impl PolicyFile {
             fs_write: roots(&self.fs.write, "fs.write", source)?,
             terminal: self.terminal.serve.then_some(terminal_roots),
             end,
+            mode: match self.session.mode {
+                Some(mode) if mode.get_ref().trim().is_empty() => {
+                    return Err(source.error(
+                        mode.span().start,
+                        "session.mode",
+                        "an empty mode",
+                        "give a mode id the agent lists in session/new (default, read-only …), or leave the key out",
+                    ))
+                }
+                other => other.map(Spanned::into_inner),
+            },
         })
     }
 }

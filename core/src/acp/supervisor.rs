@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    LoadSessionRequest, NewSessionRequest, ResumeSessionRequest, SessionId,
+    LoadSessionRequest, NewSessionRequest, ResumeSessionRequest, SessionId, SetSessionModeRequest,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, Lines};
@@ -358,6 +358,16 @@ async fn open(
             id
         }
     };
+    if let Some(mode) = policy.mode() {
+        cx.send_request(SetSessionModeRequest::new(session_id.clone(), mode.to_owned()))
+            .block_task()
+            .await
+            .map_err(|e| {
+                AcpError::Start(format!(
+                    "session/set_mode {mode:?} (the policy's [session] mode) failed: {e}; give a mode the agent offers"
+                ))
+            })?;
+    }
     Ok((cx, session_id, info))
 }
 

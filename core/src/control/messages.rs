@@ -242,6 +242,9 @@ pub struct EvidenceView {
     pub submitted: String,
     pub enter_presses: u32,
     pub style: String,
+    /// How an ACP agent ended the turn the prompt started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
 }
 
 impl InvocationView {
@@ -284,6 +287,7 @@ impl AttemptView {
                 submitted: iso_from_unix_millis(e.submitted),
                 enter_presses: e.enter_presses,
                 style: e.style.clone(),
+                stop_reason: e.stop_reason.clone(),
             }),
         }
     }

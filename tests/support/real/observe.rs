@@ -145,6 +145,22 @@ impl World {
         }
     }
 
+    /// How many model requests of a turn (with tools: not titles, token
+    /// counts or suggestions; not the continuation that brings a tool's
+    /// result) end with `text`: each turn started with it makes one.
+    pub fn turns_with(&self, text: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| {
+                r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
+                    && r["tool_result"].is_null()
+                    && r["prompt"]
+                        .as_str()
+                        .is_some_and(|p| p.trim().ends_with(text))
+            })
+            .count()
+    }
+
     /// A summary of the mock's log, for failure messages.
     pub fn requests_summary(&self) -> String {
         self.requests()
