@@ -463,3 +463,117 @@ fn claude_acp_agent_does_not_outlive_its_supervisor() {
 fn codex_acp_agent_does_not_outlive_its_supervisor() {
     the_agent_does_not_outlive_its_supervisor(Cli::Codex, "codex_acp_orphan");
 }
+
+// --- permissions answered by the policy ---------------------------------------
+
+/// The tool that writes `file` for `cli`, the kind of tool call it asks
+/// permission for, and what makes the agent ask (docs/providers.md, "Tool
+/// calls on demand"): Claude's `default` mode, Codex's `read-only` mode with
+/// an escalation, opencode's `"permission": {"edit": "ask"}`.
+fn asking_tool(
+    w: &World,
+    file: &std::path::Path,
+) -> (&'static str, Value, &'static str, &'static str) {
+    let path = file.display().to_string();
+    match w.cli {
+        Cli::Claude => (
+            "Write",
+            serde_json::json!({"file_path": path, "content": "written"}),
+            "edit",
+            "[session]\nmode = \"default\"\n",
+        ),
+        Cli::Codex => (
+            "exec_command",
+            serde_json::json!({
+                "cmd": format!("touch {path}"),
+                "sandbox_permissions": "require_escalated",
+                "justification": "the test asks for it"
+            }),
+            "execute",
+            "[session]\nmode = \"read-only\"\n",
+        ),
+        Cli::Opencode => {
+            let config = w.user_home.join(".config/opencode/opencode.json");
+            let mut json: Value =
+                serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+            json["permission"] = serde_json::json!({"edit": "ask"});
+            std::fs::write(&config, json.to_string()).unwrap();
+            (
+                "write",
+                serde_json::json!({"filePath": path, "content": "written"}),
+                "edit",
+                "",
+            )
+        }
+    }
+}
+
+fn permissions_follow_the_policy(cli: Cli, test: &str) {
+    let Some(mut w) = World::new(cli, test) else {
+        return;
+    };
+    for (id, allow) in [("acp-allow", true), ("acp-reject", false)] {
+        let file = w.work.join(format!("{id}.txt"));
+        let (tool, args, kind, extra) = asking_tool(&w, &file);
+        let policy = w.work.join(format!("{id}.toml"));
+        let rule = if allow { "allow_once" } else { "reject_once" };
+        std::fs::write(
+            &policy,
+            format!(
+                "[permissions]\ndefault = \"reject_always\"\n[[permissions.rule]]\ntool_kind = \"{kind}\"\nanswer = \"{rule}\"\n{extra}"
+            ),
+        )
+        .unwrap();
+        acp_serve(&w, id, &["--policy", policy.to_str().unwrap()]).unwrap();
+        let text = format!("write {}", agent_comms_mockmodel::tools::knob(tool, &args));
+        let results_before = w
+            .requests()
+            .iter()
+            .filter(|r| r["tool_result"].is_string())
+            .count();
+        let evidence = deliver(&w, id, &text).unwrap();
+        let notes: Vec<String> = transcript(&w, id)
+            .iter()
+            .filter_map(|e| e["text"].as_str().map(str::to_owned))
+            .filter(|t| t.starts_with("policy answered"))
+            .collect();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("policy answered {rule}"))),
+            "[{test}] {id}: no permission request was answered {rule}: {notes:?} {evidence}"
+        );
+        let results = w
+            .requests()
+            .iter()
+            .filter(|r| r["tool_result"].is_string())
+            .count();
+        if allow {
+            assert!(file.exists(), "[{test}] the allowed tool did not run");
+            assert!(
+                results > results_before,
+                "[{test}] the model never got the tool's result"
+            );
+        } else {
+            assert!(!file.exists(), "[{test}] the rejected tool ran");
+        }
+        let (ok, _, err) = w.ac(&["session", "kill", id], Duration::from_secs(30));
+        assert!(ok, "{err}");
+    }
+    w.finish(vec![]);
+}
+
+#[test]
+fn opencode_acp_permissions_follow_the_policy() {
+    permissions_follow_the_policy(Cli::Opencode, "opencode_acp_permissions");
+}
+
+#[test]
+fn claude_acp_permissions_follow_the_policy() {
+    permissions_follow_the_policy(Cli::Claude, "claude_acp_permissions");
+}
+
+#[test]
+fn codex_acp_permissions_follow_the_policy() {
+    permissions_follow_the_policy(Cli::Codex, "codex_acp_permissions");
+}
