@@ -68,7 +68,7 @@ fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
 // --- starts, registers ONLINE, and --prompt runs a first turn ----------------
 
 fn starts_with_a_first_turn(cli: Cli, test: &str) {
-    let Some(mut w) = World::new(cli, test) else {
+    let Some(w) = World::new(cli, test) else {
         return;
     };
     let started = acp_serve(&w, ID, &["--prompt", "say hello FIRSTTURN"]).unwrap();
@@ -79,6 +79,19 @@ fn starts_with_a_first_turn(cli: Cli, test: &str) {
     assert_eq!(view["kind"], "ACP");
     assert_eq!(view["connector"], "ACP");
     assert_eq!(view["conversation_id"], session.as_str());
+    assert_eq!(view["acp"]["session_id"], session.as_str(), "{view}");
+    assert_eq!(view["acp"]["agent_name"], started["agent_name"], "{view}");
+    let (ok, listed, err) = w.ac(&["session", "ls", "--json"], Duration::from_secs(10));
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(listed.trim()).unwrap();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == ID && s["kind"] == "acp"),
+        "{listed}"
+    );
     wait_for("the first turn's request", TURN, || {
         w.turns_with("say hello FIRSTTURN") == 1
     });
@@ -173,7 +186,7 @@ fn prompt_traffic(w: &World, id: &str) -> Vec<bool> {
 // --- deliveries become prompts, one turn at a time --------------------------
 
 fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
-    let Some(mut w) = World::new(cli, test) else {
+    let Some(w) = World::new(cli, test) else {
         return;
     };
     acp_serve(&w, ID, &[]).unwrap();
@@ -264,7 +277,7 @@ fn codex_acp_deliveries_are_prompts_one_turn_at_a_time() {
 // --- a message from another agent, and cancel --------------------------------
 
 fn messages_and_cancel(cli: Cli, test: &str) {
-    let Some(mut w) = World::new(cli, test) else {
+    let Some(w) = World::new(cli, test) else {
         return;
     };
     acp_serve(&w, ID, &[]).unwrap();
@@ -335,7 +348,7 @@ fn codex_acp_gets_messages_and_cancels() {
 // --- the agent killed mid-turn, the runtime started again --------------------
 
 fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
-    let Some(mut w) = World::new(cli, test) else {
+    let Some(w) = World::new(cli, test) else {
         return;
     };
     let started = acp_serve(&w, ID, &[]).unwrap();
@@ -428,7 +441,7 @@ fn codex_acp_survives_its_agent_killed_mid_turn() {
 // --- the supervisor killed ----------------------------------------------------
 
 fn the_agent_does_not_outlive_its_supervisor(cli: Cli, test: &str) {
-    let Some(mut w) = World::new(cli, test) else {
+    let Some(w) = World::new(cli, test) else {
         return;
     };
     let started = acp_serve(&w, ID, &[]).unwrap();
@@ -509,7 +522,7 @@ fn asking_tool(
 }
 
 fn permissions_follow_the_policy(cli: Cli, test: &str) {
-    let Some(mut w) = World::new(cli, test) else {
+    let Some(w) = World::new(cli, test) else {
         return;
     };
     for (id, allow) in [("acp-allow", true), ("acp-reject", false)] {

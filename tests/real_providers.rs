@@ -250,9 +250,6 @@ fn opencode_delivery_sees_the_turn_busy_and_waits_for_its_end() {
     );
 }
 
-/// Agent turns on `text`: requests that offer the model tools (a title
-/// request, structured or not, offers none) and whose last user message
-/// ends with `text` (the CLI may put context before it in that message).
 // --- send --wait from another agent -----------------------------------------
 
 fn a_message_is_announced(cli: Cli, test: &str) {

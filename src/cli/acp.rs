@@ -19,7 +19,8 @@ use agent_comms_core::paths::euid;
 use agent_comms_core::regular_file;
 use agent_comms_core::session::runtime_id;
 use agent_comms_core::socket::codec::Message;
-use agent_comms_core::socket::protocol::{Event, Request, Response};
+use agent_comms_core::socket::protocol::{AcpStatus, Event, Request, Response};
+use agent_comms_core::time::iso_from_unix_millis;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 
@@ -311,6 +312,39 @@ fn follow(id: &str, path: &std::path::Path, json: bool) -> anyhow::Result<()> {
         }
     }
     out.finish()
+}
+
+/// What a live ACP runtime's supervisor says of its session.
+pub fn status(endpoint: &std::path::Path) -> Option<AcpStatus> {
+    let mut client = Client::connect(endpoint).ok()?;
+    match client.request(Request::AcpStatus).ok()? {
+        Response::Acp(status) => Some(status),
+        _ => None,
+    }
+}
+
+/// `runtime show`'s lines for an ACP runtime.
+pub fn print_status(status: &AcpStatus) {
+    let agent = [&status.agent_name, &status.agent_version]
+        .iter()
+        .filter_map(|s| s.as_deref())
+        .map(|s| display::one_line(s).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    println!(
+        "{:<15} {}",
+        "acp session",
+        display::one_line(&status.session_id)
+    );
+    println!(
+        "{:<15} {agent} (ACP protocol {})",
+        "acp agent", status.protocol_version
+    );
+    let turn = match status.turn_started {
+        Some(ms) => format!("running since {}", iso_from_unix_millis(ms)),
+        None => "none running".into(),
+    };
+    println!("{:<15} {turn}; {} ended", "turn", status.turns);
 }
 
 /// A live ACP runtime's endpoint.

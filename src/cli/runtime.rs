@@ -7,7 +7,7 @@ use agent_comms_adapters::conversations;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::readable::{self, ScreenReading};
 use agent_comms_core::control::registration::bind_conversation;
-use agent_comms_core::control::registration::{configure, Configure, RuntimeView};
+use agent_comms_core::control::registration::{configure, Configure, RuntimeKind, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
 use agent_comms_core::control::start::TakeoverOptions;
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
@@ -397,14 +397,23 @@ fn relaunch_in_terminal() -> anyhow::Result<i32> {
 /// adapter's name and the screen's bottom rows say why nothing is delivered.
 fn show(id: &str, json: bool) -> anyhow::Result<i32> {
     let view = runtime_view(id)?;
-    let reading = match (&view.endpoint, view.local) {
-        (Some(endpoint), true) => readable::read(endpoint.as_ref()).ok(),
-        _ => None,
-    };
+    let acp = view.kind == RuntimeKind::Acp.as_str();
+    let endpoint = view.endpoint.as_ref().filter(|_| view.local);
+    let reading = endpoint
+        .filter(|_| !acp)
+        .and_then(|e| readable::read(e.as_ref()).ok());
+    let status = endpoint
+        .filter(|_| acp)
+        .and_then(|e| super::acp::status(e.as_ref()));
     if json {
         let mut value = serde_json::to_value(&view)?;
-        if let (Some(reading), Some(object)) = (&reading, value.as_object_mut()) {
-            object.insert("screen".into(), serde_json::to_value(reading)?);
+        if let Some(object) = value.as_object_mut() {
+            if let Some(reading) = &reading {
+                object.insert("screen".into(), serde_json::to_value(reading)?);
+            }
+            if let Some(status) = &status {
+                object.insert("acp".into(), serde_json::to_value(status)?);
+            }
         }
         println!("{value}");
         return Ok(0);
@@ -422,6 +431,9 @@ fn show(id: &str, json: bool) -> anyhow::Result<i32> {
     }
     if let Some(reading) = reading {
         print_reading(&reading);
+    }
+    if let Some(status) = status {
+        super::acp::print_status(&status);
     }
     Ok(0)
 }

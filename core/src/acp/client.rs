@@ -44,6 +44,16 @@ pub struct Context {
     pub turns: Arc<Turns>,
 }
 
+/// A handler that refuses every `$request` (`$method`): what the policy
+/// never serves. (Terminals are not served yet: the supervisor refuses a
+/// policy that asks for them.)
+macro_rules! refusing {
+    ($ctx:expr, $request:ty, $method:literal) => {{
+        let ctx = $ctx.clone();
+        async move |_: $request, responder: Responder<_>, _cx| refuse(&ctx, $method, responder)
+    }};
+}
+
 /// Runs the connection over `transport` until `stop` fires or the agent
 /// goes away. The connection is handed out through `ready` once it runs.
 pub async fn run(
@@ -82,48 +92,23 @@ pub async fn run(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let ctx = ctx.clone();
-                async move |_: CreateTerminalRequest, responder: Responder<_>, _cx| {
-                    refuse(&ctx, "terminal/create", responder)
-                }
-            },
+            refusing!(ctx, CreateTerminalRequest, "terminal/create"),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let ctx = ctx.clone();
-                async move |_: TerminalOutputRequest, responder: Responder<_>, _cx| {
-                    refuse(&ctx, "terminal/output", responder)
-                }
-            },
+            refusing!(ctx, TerminalOutputRequest, "terminal/output"),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let ctx = ctx.clone();
-                async move |_: WaitForTerminalExitRequest, responder: Responder<_>, _cx| {
-                    refuse(&ctx, "terminal/wait_for_exit", responder)
-                }
-            },
+            refusing!(ctx, WaitForTerminalExitRequest, "terminal/wait_for_exit"),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let ctx = ctx.clone();
-                async move |_: KillTerminalRequest, responder: Responder<_>, _cx| {
-                    refuse(&ctx, "terminal/kill", responder)
-                }
-            },
+            refusing!(ctx, KillTerminalRequest, "terminal/kill"),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            {
-                let ctx = ctx.clone();
-                async move |_: ReleaseTerminalRequest, responder: Responder<_>, _cx| {
-                    refuse(&ctx, "terminal/release", responder)
-                }
-            },
+            refusing!(ctx, ReleaseTerminalRequest, "terminal/release"),
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {

@@ -875,6 +875,7 @@ answer = "reject_always"
     }
 
     #[test]
+    // Long: a table of broken files and the one line each gives.
     fn a_broken_file_is_one_line_with_file_line_column_and_field() {
         let cases = [
             (

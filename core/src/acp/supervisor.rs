@@ -129,72 +129,22 @@ impl AcpSupervisor {
             let _ = std::fs::remove_file(&paths.socket);
             e
         };
-        let tap = Tap::open(&config.transcript, config.record.as_deref())
-            .map_err(|source| AcpError::Transcript {
-                path: config.transcript.clone(),
-                source,
-            })
-            .map_err(cleanup)?;
-        let (mut agent, stdin, stdout) =
-            AgentProcess::spawn(&config.agent).map_err(|e| cleanup(e.into()))?;
-        tap.note(format!(
-            "started the agent (pid {}): {}",
-            agent.pid(),
-            config.command_line
-        ));
-        let transport = Lines::new(
-            lines::outgoing(stdin, tap.clone(), lines::write_deadline()),
-            lines::incoming(stdout, tap.clone()),
-        );
-        let turns = Arc::new(Turns::default());
-        let ctx = Arc::new(Context {
-            policy: policy.clone(),
-            cwd: config.agent.cwd.clone(),
-            tap: tap.clone(),
-            turns: turns.clone(),
-        });
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stop_rx) = oneshot::channel();
-        let connection = tokio::spawn(client::run(ctx, transport, ready_tx, stop_rx));
-        let opened = tokio::select! {
-            opened = tokio::time::timeout(START_TIMEOUT, open(ready_rx, &policy, &config)) => match opened {
-                Ok(opened) => opened,
-                Err(_) => Err(AcpError::Start(format!("the agent did not initialize and open its session within {} s", START_TIMEOUT.as_secs()))),
-            },
-            exit = agent.wait() => Err(AcpError::Start(format!(
-                "the agent exited during start-up ({exit}){}",
-                last_line(&agent.last_stderr())
-            ))),
-        };
-        let (cx, session_id, info) = match opened {
-            Ok(o) => o,
-            Err(e) => {
-                tap.note(format!("start failed: {e}"));
-                let _ = agent.end(Duration::from_secs(1)).await;
-                return Err(cleanup(e));
-            }
-        };
+        let Launched {
+            agent,
+            connection,
+            stop,
+            cx,
+            session_id,
+            info,
+            turns,
+            tap,
+        } = launch(&config, &policy).await.map_err(cleanup)?;
         tap.note(format!(
             "session {session_id} open with {} {}",
             info.name.as_deref().unwrap_or("the agent"),
             info.version.as_deref().unwrap_or("")
         ));
-        let record = SessionRecord {
-            name: config.name.clone(),
-            kind: SessionKind::Acp,
-            pid: agent.pid(),
-            supervisor_pid: std::process::id(),
-            command: config.command_line.clone(),
-            cwd: config.agent.cwd.display().to_string(),
-            started: now_iso(),
-            socket: paths.socket.clone(),
-        };
-        write_record(&paths, &record).map_err(|source| {
-            cleanup(AcpError::Record {
-                path: paths.record.clone(),
-                source,
-            })
-        })?;
+        let record = publish_record(&config, &paths, agent.pid()).map_err(cleanup)?;
         let (exit_tx, exit) = watch::channel(None);
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
         let handle = AcpHandle {
@@ -322,6 +272,101 @@ enum Stop {
     Exited(ExitInfo, String),
     End(String),
     EndWithin(String, Duration),
+}
+
+/// The agent started, its connection running, its session open.
+struct Launched {
+    agent: AgentProcess,
+    connection: tokio::task::JoinHandle<Result<(), agent_client_protocol::Error>>,
+    stop: oneshot::Sender<()>,
+    cx: ConnectionTo<Agent>,
+    session_id: SessionId,
+    info: AgentInfo,
+    turns: Arc<Turns>,
+    tap: Arc<Tap>,
+}
+
+/// Starts the agent on the tapped line transport, then `initialize` and
+/// its session (bounded by [`START_TIMEOUT`], and by the agent's exit).
+async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpError> {
+    let tap = Tap::open(&config.transcript, config.record.as_deref()).map_err(|source| {
+        AcpError::Transcript {
+            path: config.transcript.clone(),
+            source,
+        }
+    })?;
+    let (mut agent, stdin, stdout) = AgentProcess::spawn(&config.agent)?;
+    tap.note(format!(
+        "started the agent (pid {}): {}",
+        agent.pid(),
+        config.command_line
+    ));
+    let transport = Lines::new(
+        lines::outgoing(stdin, tap.clone(), lines::write_deadline()),
+        lines::incoming(stdout, tap.clone()),
+    );
+    let turns = Arc::new(Turns::default());
+    let ctx = Arc::new(Context {
+        policy: policy.clone(),
+        cwd: config.agent.cwd.clone(),
+        tap: tap.clone(),
+        turns: turns.clone(),
+    });
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop, stop_rx) = oneshot::channel();
+    let connection = tokio::spawn(client::run(ctx, transport, ready_tx, stop_rx));
+    let opened = tokio::select! {
+        opened = tokio::time::timeout(START_TIMEOUT, open(ready_rx, policy, config)) => match opened {
+            Ok(opened) => opened,
+            Err(_) => Err(AcpError::Start(format!("the agent did not initialize and open its session within {} s", START_TIMEOUT.as_secs()))),
+        },
+        exit = agent.wait() => Err(AcpError::Start(format!(
+            "the agent exited during start-up ({exit}){}",
+            last_line(&agent.last_stderr())
+        ))),
+    };
+    let (cx, session_id, info) = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            tap.note(format!("start failed: {e}"));
+            let _ = agent.end(Duration::from_secs(1)).await;
+            return Err(e);
+        }
+    };
+    Ok(Launched {
+        agent,
+        connection,
+        stop,
+        cx,
+        session_id,
+        info,
+        turns,
+        tap,
+    })
+}
+
+/// The session record beside the endpoint: from here on the session is
+/// listed and its endpoint can be found.
+fn publish_record(
+    config: &AcpConfig,
+    paths: &SessionPaths,
+    agent_pid: u32,
+) -> Result<SessionRecord, AcpError> {
+    let record = SessionRecord {
+        name: config.name.clone(),
+        kind: SessionKind::Acp,
+        pid: agent_pid,
+        supervisor_pid: std::process::id(),
+        command: config.command_line.clone(),
+        cwd: config.agent.cwd.display().to_string(),
+        started: now_iso(),
+        socket: paths.socket.clone(),
+    };
+    write_record(paths, &record).map_err(|source| AcpError::Record {
+        path: paths.record.clone(),
+        source,
+    })?;
+    Ok(record)
 }
 
 /// Waits for the connection, then `initialize` and the session.

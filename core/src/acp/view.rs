@@ -164,6 +164,8 @@ impl LogView {
         }
     }
 
+    // Long: one table, method by method, of what a request shows and what
+    // its response is remembered as; split, it would be read in pieces.
     fn request(&mut self, out: &mut Out, dir: Direction, id: String, method: &str, params: &Value) {
         let pending = match (dir, method) {
             (Direction::ToAgent, _) => {

@@ -669,7 +669,12 @@ mod tests {
         let entries = acp_adapter("\"1.0.3\"");
         let empty = tempfile::tempdir().unwrap();
         let acp = acp_runtime(&store, RuntimeKind::Acp.as_str());
-        let findings = acp_findings_on(&entries, &[acp.clone()], "host1", empty.path().as_os_str());
+        let findings = acp_findings_on(
+            &entries,
+            std::slice::from_ref(&acp),
+            "host1",
+            empty.path().as_os_str(),
+        );
         assert_eq!(findings.len(), 1, "{findings:?}");
         let f = &findings[0];
         assert_eq!(
@@ -690,7 +695,7 @@ mod tests {
         let on_path = path_with_tool_acp();
         let path = on_path.path().as_os_str();
         assert!(
-            acp_findings_on(&entries, &[acp.clone()], "host1", path).is_empty(),
+            acp_findings_on(&entries, std::slice::from_ref(&acp), "host1", path).is_empty(),
             "1.0.3 is checked"
         );
         let interactive = acp_runtime(&store, RuntimeKind::Interactive.as_str());
@@ -718,7 +723,7 @@ mod tests {
         let acp = acp_runtime(&store, RuntimeKind::Acp.as_str());
         let findings = acp_findings_on(
             &acp_adapter("\"tool-acp\", \"1.1.0\""),
-            &[acp.clone()],
+            std::slice::from_ref(&acp),
             "host1",
             path,
         );

@@ -398,20 +398,6 @@ pub fn redirect_output_to_log(log: &Path) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_names_get_short_socket_paths() {
-        let root = Path::new("/tmp/agent-comms-0");
-        assert_eq!(endpoint_path(root, "short"), root.join("short.sock"));
-        let long = endpoint_path(root, &"n".repeat(150));
-        assert!(long.as_os_str().len() <= MAX_SOCKET_PATH, "{long:?}");
-        assert_ne!(long, endpoint_path(root, &"m".repeat(150)));
-    }
-}
-
 /// Sets up a piped child (an ACP agent) so that it does not outlive its
 /// supervisor: its own process group (ended as a whole, with the helpers
 /// it starts), and on Linux SIGKILL when the supervisor dies, even by
@@ -439,4 +425,18 @@ pub fn signal_group(pid: u32, now: bool) {
         Signal::SIGTERM
     };
     let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), signal);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_get_short_socket_paths() {
+        let root = Path::new("/tmp/agent-comms-0");
+        assert_eq!(endpoint_path(root, "short"), root.join("short.sock"));
+        let long = endpoint_path(root, &"n".repeat(150));
+        assert!(long.as_os_str().len() <= MAX_SOCKET_PATH, "{long:?}");
+        assert_ne!(long, endpoint_path(root, &"m".repeat(150)));
+    }
 }
