@@ -204,7 +204,9 @@ pub fn delivery_text(data: &[u8]) {
                 }
                 InvalidText::Control { at, .. } => assert!(named(at).is_control()),
                 InvalidText::NotUtf8(_) => unreachable!("handled above"),
-                InvalidText::PromptTooLong(_) => unreachable!("only a first prompt's check says it"),
+                InvalidText::PromptTooLong(_) => {
+                    unreachable!("only a first prompt's check says it")
+                }
             }
             return;
         }

@@ -15,7 +15,6 @@ use agent_comms_core::control::serve::DEFAULT_HEARTBEAT;
 use agent_comms_core::control::{host::host_id, state_dir, store_path, ControlError};
 use agent_comms_core::delivery::validate::check_prompt;
 use agent_comms_core::display;
-use agent_comms_core::paths::euid;
 use agent_comms_core::regular_file;
 use agent_comms_core::session::runtime_id;
 use agent_comms_core::socket::codec::Message;
@@ -176,7 +175,7 @@ fn agent_command(
                 .collect()
         })
         .unwrap_or_default();
-    if euid() == 0 {
+    if agent_comms_core::os::running_as_root() {
         if let Some(acp) = acp {
             env.extend(acp.env_as_root.iter().map(|(k, v)| (k.clone(), v.clone())));
         }

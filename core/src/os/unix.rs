@@ -16,6 +16,11 @@ pub use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 
 use super::NotPrivate;
 
+/// Whether we run as root (some agents need telling they are sandboxed).
+pub fn running_as_root() -> bool {
+    euid() == 0
+}
+
 pub fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }

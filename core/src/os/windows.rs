@@ -60,6 +60,11 @@ impl DirBuilderExt for fs::DirBuilder {
 
 /// `%LOCALAPPDATA%\agent-comms\run`: per user, not roaming. It holds the
 /// session records and logs; the endpoints themselves are named pipes.
+/// No root on Windows; an elevated process is not told apart yet.
+pub fn running_as_root() -> bool {
+    false
+}
+
 pub fn default_runtime_root() -> PathBuf {
     match std::env::var_os("LOCALAPPDATA").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir).join("agent-comms").join("run"),
