@@ -26,6 +26,40 @@ use support::real::world::World;
 use support::real::Cli;
 
 const ID: &str = "acp-a";
+
+/// One test per agent for `check(cli, test)`: `NAME::opencode`,
+/// `NAME::claude`, `NAME::codex` (filter by agent or by check).
+macro_rules! each_agent {
+    ($($name:ident => $check:ident;)*) => {$(
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn opencode() {
+                $check(Cli::Opencode, concat!("opencode_acp_", stringify!($name)));
+            }
+
+            #[test]
+            fn claude() {
+                $check(Cli::Claude, concat!("claude_acp_", stringify!($name)));
+            }
+
+            #[test]
+            fn codex() {
+                $check(Cli::Codex, concat!("codex_acp_", stringify!($name)));
+            }
+        }
+    )*};
+}
+
+each_agent! {
+    starts => starts_with_a_first_turn;
+    deliveries => deliveries_are_prompts_one_turn_at_a_time;
+    messages_and_cancel => messages_and_cancel;
+    agent_killed => survives_the_agent_killed_mid_turn;
+    supervisor_killed => the_agent_does_not_outlive_its_supervisor;
+    permissions => permissions_follow_the_policy;
+}
 /// How long an agent may take to start (initialize and session/new).
 const START: Duration = Duration::from_secs(120);
 /// How long one turn against the mock may take.
@@ -103,21 +137,6 @@ fn starts_with_a_first_turn(cli: Cli, test: &str) {
     let view = show(&w, ID);
     assert_eq!(view["status"], "OFFLINE", "{view}");
     w.finish(vec![]);
-}
-
-#[test]
-fn opencode_acp_starts_registers_and_runs_a_first_turn() {
-    starts_with_a_first_turn(Cli::Opencode, "opencode_acp_starts");
-}
-
-#[test]
-fn claude_acp_starts_registers_and_runs_a_first_turn() {
-    starts_with_a_first_turn(Cli::Claude, "claude_acp_starts");
-}
-
-#[test]
-fn codex_acp_starts_registers_and_runs_a_first_turn() {
-    starts_with_a_first_turn(Cli::Codex, "codex_acp_starts");
 }
 
 /// `runtime deliver --id ID TEXT` as evidence JSON (its error otherwise).
@@ -259,21 +278,6 @@ fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
     w.finish(vec![]);
 }
 
-#[test]
-fn opencode_acp_deliveries_are_prompts_one_turn_at_a_time() {
-    deliveries_are_prompts_one_turn_at_a_time(Cli::Opencode, "opencode_acp_deliveries");
-}
-
-#[test]
-fn claude_acp_deliveries_are_prompts_one_turn_at_a_time() {
-    deliveries_are_prompts_one_turn_at_a_time(Cli::Claude, "claude_acp_deliveries");
-}
-
-#[test]
-fn codex_acp_deliveries_are_prompts_one_turn_at_a_time() {
-    deliveries_are_prompts_one_turn_at_a_time(Cli::Codex, "codex_acp_deliveries");
-}
-
 // --- a message from another agent, and cancel --------------------------------
 
 fn messages_and_cancel(cli: Cli, test: &str) {
@@ -328,21 +332,6 @@ fn messages_and_cancel(cli: Cli, test: &str) {
     let (ok, _, err) = w.ac(&["runtime", "cancel", "--id", ID], Duration::from_secs(10));
     assert!(!ok && err.contains("no turn is running"), "{err}");
     w.finish(vec![]);
-}
-
-#[test]
-fn opencode_acp_gets_messages_and_cancels() {
-    messages_and_cancel(Cli::Opencode, "opencode_acp_messages");
-}
-
-#[test]
-fn claude_acp_gets_messages_and_cancels() {
-    messages_and_cancel(Cli::Claude, "claude_acp_messages");
-}
-
-#[test]
-fn codex_acp_gets_messages_and_cancels() {
-    messages_and_cancel(Cli::Codex, "codex_acp_messages");
 }
 
 // --- the agent killed mid-turn, the runtime started again --------------------
@@ -423,21 +412,6 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
     w.finish(vec![]);
 }
 
-#[test]
-fn opencode_acp_survives_its_agent_killed_mid_turn() {
-    survives_the_agent_killed_mid_turn(Cli::Opencode, "opencode_acp_killed");
-}
-
-#[test]
-fn claude_acp_survives_its_agent_killed_mid_turn() {
-    survives_the_agent_killed_mid_turn(Cli::Claude, "claude_acp_killed");
-}
-
-#[test]
-fn codex_acp_survives_its_agent_killed_mid_turn() {
-    survives_the_agent_killed_mid_turn(Cli::Codex, "codex_acp_killed");
-}
-
 // --- the supervisor killed ----------------------------------------------------
 
 fn the_agent_does_not_outlive_its_supervisor(cli: Cli, test: &str) {
@@ -460,21 +434,6 @@ fn the_agent_does_not_outlive_its_supervisor(cli: Cli, test: &str) {
     assert!(ok, "{err}");
     assert!(log.contains("say hello BEFORE"), "{log}");
     w.finish(vec![]);
-}
-
-#[test]
-fn opencode_acp_agent_does_not_outlive_its_supervisor() {
-    the_agent_does_not_outlive_its_supervisor(Cli::Opencode, "opencode_acp_orphan");
-}
-
-#[test]
-fn claude_acp_agent_does_not_outlive_its_supervisor() {
-    the_agent_does_not_outlive_its_supervisor(Cli::Claude, "claude_acp_orphan");
-}
-
-#[test]
-fn codex_acp_agent_does_not_outlive_its_supervisor() {
-    the_agent_does_not_outlive_its_supervisor(Cli::Codex, "codex_acp_orphan");
 }
 
 // --- permissions answered by the policy ---------------------------------------
@@ -574,19 +533,4 @@ fn permissions_follow_the_policy(cli: Cli, test: &str) {
         assert!(ok, "{err}");
     }
     w.finish(vec![]);
-}
-
-#[test]
-fn opencode_acp_permissions_follow_the_policy() {
-    permissions_follow_the_policy(Cli::Opencode, "opencode_acp_permissions");
-}
-
-#[test]
-fn claude_acp_permissions_follow_the_policy() {
-    permissions_follow_the_policy(Cli::Claude, "claude_acp_permissions");
-}
-
-#[test]
-fn codex_acp_permissions_follow_the_policy() {
-    permissions_follow_the_policy(Cli::Codex, "codex_acp_permissions");
 }

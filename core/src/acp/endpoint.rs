@@ -7,10 +7,11 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::handle::{gone, AcpHandle};
+use super::handle::AcpHandle;
 use crate::socket::codec::Message;
 use crate::socket::protocol::{Event, Request, Response, SessionInfo};
 use crate::socket::Stream;
+use crate::supervisor::exited;
 use crate::supervisor::framed::{kind_of, Closed, Framed};
 use crate::supervisor::limits::Limits;
 use crate::supervisor::MAX_KILL_GRACE;
@@ -40,7 +41,7 @@ impl Connection {
         loop {
             let frame = tokio::select! {
                 frame = self.framed.next_frame() => frame?,
-                _ = gone(&mut exit) => return Ok(()),
+                _ = exited(&mut exit) => return Ok(()),
             };
             let id = frame.id;
             let request = match frame.message {
@@ -86,13 +87,13 @@ impl Connection {
             } => {
                 let mut exit = handle.exit();
                 let ended = async move {
-                    gone(&mut exit).await;
+                    exited(&mut exit).await;
                 };
                 handle.inbox().nudge(wait_for, timeout_ms, ended).await
             }
             Request::Kill { grace_ms } => {
                 handle.terminate(Duration::from_millis(grace_ms).min(MAX_KILL_GRACE));
-                Response::Exited(gone(&mut handle.exit()).await)
+                Response::Exited(exited(&mut handle.exit()).await)
             }
             other => Response::Error {
                 message: format!(
@@ -124,7 +125,7 @@ impl Connection {
                     Err(RecvError::Closed) => return Ok(()),
                 },
                 read = self.framed.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
-                info = gone(&mut exit) => {
+                info = exited(&mut exit) => {
                     while let Ok(entry) = live.try_recv() {
                         self.framed.send(id, Message::Event(Event::Transcript((*entry).clone()))).await.map_err(|_| Closed::Peer)?;
                     }

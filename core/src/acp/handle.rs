@@ -17,23 +17,12 @@ use super::turns::{NoTurn, Turns};
 use crate::delivery::validate::{check_prompt, validate};
 use crate::delivery::{DeliveryError, DeliveryOptions, Evidence};
 use crate::socket::protocol::{AcpStatus, ExitInfo, InvocationOutcome};
+use crate::supervisor::exited;
 use crate::supervisor::handle::InboxLink;
 use crate::time::unix_millis;
 
 /// How long a cancelled turn may take to end before `cancel` says so.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
-
-/// Resolves once the agent is gone, with its exit.
-pub(super) async fn gone(exit: &mut watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
-    let unknown = ExitInfo {
-        code: None,
-        signal: None,
-    };
-    match exit.wait_for(Option::is_some).await {
-        Ok(info) => info.clone().unwrap_or(unknown),
-        Err(_) => unknown,
-    }
-}
 
 /// The agent as `initialize` described it.
 #[derive(Debug, Clone, Default)]
@@ -102,7 +91,7 @@ impl AcpHandle {
                     waiting: "the running turn ended".into(),
                 },
             })?,
-            _ = gone(&mut exit) => return Err(DeliveryError::Ended),
+            _ = exited(&mut exit) => return Err(DeliveryError::Ended),
         };
         let request = PromptRequest::new(
             inner.session_id.clone(),
@@ -111,7 +100,7 @@ impl AcpHandle {
         turn.sent();
         let response = tokio::select! {
             r = inner.connection.send_request(request).block_task() => r,
-            _ = gone(&mut exit) => return Err(DeliveryError::Ended),
+            _ = exited(&mut exit) => return Err(DeliveryError::Ended),
         };
         let ended = unix_millis();
         let running = turn.running();

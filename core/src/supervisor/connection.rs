@@ -7,7 +7,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::framed::{kind_of, Closed, Framed};
 use super::limits::Refusal;
-use super::{sleep_until, SessionHandle, Shared, MAX_KILL_GRACE};
+use super::{exited, sleep_until, SessionHandle, Shared, MAX_KILL_GRACE};
 use crate::delivery::DeliveryOptions;
 use crate::pty::size::SizeError;
 use crate::socket::codec::{Frame, Message};
@@ -374,18 +374,6 @@ impl Connection {
                 read = self.framed.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
             }
         }
-    }
-}
-
-/// Resolves once the child has exited.
-async fn exited(exit: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
-    let unknown = ExitInfo {
-        code: None,
-        signal: None,
-    };
-    match exit.wait_for(Option::is_some).await {
-        Ok(info) => info.clone().unwrap_or(unknown),
-        Err(_) => unknown,
     }
 }
 

@@ -610,6 +610,18 @@ pub(crate) fn write_record(paths: &SessionPaths, record: &SessionRecord) -> std:
     std::fs::rename(&tmp, &paths.record)
 }
 
+/// Resolves once the child (a PTY's program, an ACP agent) has exited.
+pub(crate) async fn exited(exit: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+    let unknown = ExitInfo {
+        code: None,
+        signal: None,
+    };
+    match exit.wait_for(Option::is_some).await {
+        Ok(info) => info.clone().unwrap_or(unknown),
+        Err(_) => unknown,
+    }
+}
+
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
