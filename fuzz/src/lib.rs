@@ -204,6 +204,8 @@ pub fn delivery_text(data: &[u8]) {
                 }
                 InvalidText::Control { at, .. } => assert!(named(at).is_control()),
                 InvalidText::NotUtf8(_) => unreachable!("handled above"),
+                // Only check_prompt (an ACP run's --prompt) says it.
+                InvalidText::PromptTooLong(_) => unreachable!("validate_bytes never says it"),
             }
             return;
         }
