@@ -16,6 +16,10 @@ use crate::socket::protocol::ExitInfo;
 
 /// The longest stderr line kept for the exit reason.
 const MAX_LAST_LINE: usize = 512;
+/// How long, once the agent exited, its last stderr lines may take to be
+/// read (a helper that inherited the pipe can hold it open: then the line
+/// read so far stands).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// What to run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -30,6 +34,8 @@ pub struct AgentProcess {
     child: Child,
     pid: u32,
     last_stderr: Arc<Mutex<String>>,
+    /// The task reading standard error; done at its end of file.
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,14 +68,16 @@ impl AgentProcess {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let last_stderr = Arc::new(Mutex::new(String::new()));
-        if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(keep_last_line(stderr, last_stderr.clone()));
-        }
+        let stderr_reader = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(keep_last_line(stderr, last_stderr.clone())));
         Ok((
             Self {
                 child,
                 pid,
                 last_stderr,
+                stderr_reader,
             },
             stdin,
             stdout,
@@ -86,6 +94,19 @@ impl AgentProcess {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The agent's last line on standard error once it has exited: the
+    /// exit can be seen before the reader took the lines written just
+    /// before it (the line that says why), so this first lets the reader
+    /// reach the pipe's end, for at most [`STDERR_DRAIN`].
+    pub async fn last_stderr_after_exit(&mut self) -> String {
+        if let Some(reader) = self.stderr_reader.as_mut() {
+            if tokio::time::timeout(STDERR_DRAIN, reader).await.is_ok() {
+                self.stderr_reader = None;
+            }
+        }
+        self.last_stderr()
     }
 
     /// Waits for the agent to exit.

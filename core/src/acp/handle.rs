@@ -117,7 +117,16 @@ impl AcpHandle {
                     stop_reason: Some(stop_reason),
                 })
             }
-            Err(_) if inner.exit.borrow().is_some() || inner.connection.is_incoming_closed() => {
+            // The connection died under the prompt (the agent exited, or
+            // stopped reading and the write deadline ended the transport):
+            // the session ended, which the inbox must see as such to keep
+            // the message pending, not as the agent refusing it.
+            Err(e)
+                if inner.exit.borrow().is_some()
+                    || inner.connection.is_incoming_closed()
+                    || agent_client_protocol::is_connection_terminated(&e)
+                    || agent_client_protocol::is_incoming_transport_closed(&e) =>
+            {
                 Err(DeliveryError::Ended)
             }
             Err(e) => Err(DeliveryError::Refused(

@@ -212,7 +212,8 @@ impl AcpSupervisor {
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 exit = self.agent.wait() => {
-                    let why = format!("the agent exited ({exit}){}", last_line(&self.agent.last_stderr()));
+                    // The exit status is added where the reason is shown.
+                    let why = format!("the agent exited{}", last_line(&self.agent.last_stderr_after_exit().await));
                     break Stop::Exited(exit, why);
                 }
                 finished = &mut self.connection => {
@@ -322,7 +323,7 @@ async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpErro
         },
         exit = agent.wait() => Err(AcpError::Start(format!(
             "the agent exited during start-up ({exit}){}",
-            last_line(&agent.last_stderr())
+            last_line(&agent.last_stderr_after_exit().await)
         ))),
     };
     let (cx, session_id, info) = match opened {
