@@ -235,7 +235,7 @@ class Agent:
         if cancelled.wait(turn_ms / 1000):
             log("cancelled", session=session, text=text)
             return "cancelled"
-        self.chunk(session, "done: " + text[:40])
+        self.chunk(session, " — done.")
         return "end_turn"
 
     def chunk(self, session, text):
