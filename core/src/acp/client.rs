@@ -218,7 +218,7 @@ async fn serve_write(
         Ok(path) => path,
         Err(refusal) => return refuse_because(ctx, method, &refusal.0, responder),
     };
-    match tokio::fs::write(&path, request.content.as_bytes()).await {
+    match write_no_follow(&path, request.content.as_bytes()).await {
         Ok(()) => {
             ctx.tap.note(format!("served {method} {}", path.display()));
             responder.respond(WriteTextFileResponse::new())
@@ -250,9 +250,28 @@ fn refuse_because<T: agent_client_protocol::JsonRpcResponse>(
     responder.respond_with_error(agent_client_protocol::Error::new(REFUSED, message))
 }
 
+/// Opens the path the policy checked without following a symlink at its
+/// end: one swapped in after the check must not lead out of the roots.
+fn no_follow(options: &mut tokio::fs::OpenOptions) -> &mut tokio::fs::OpenOptions {
+    #[cfg(unix)]
+    options.custom_flags(libc::O_NOFOLLOW);
+    options
+}
+
+async fn write_no_follow(path: &std::path::Path, content: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let mut file = no_follow(&mut options).open(path).await?;
+    file.write_all(content).await?;
+    file.flush().await
+}
+
 async fn read_bounded(path: &std::path::Path) -> std::io::Result<String> {
     use tokio::io::AsyncReadExt;
-    let file = tokio::fs::File::open(path).await?;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.read(true);
+    let file = no_follow(&mut options).open(path).await?;
     let mut bytes = Vec::new();
     file.take(MAX_READ + 1).read_to_end(&mut bytes).await?;
     if bytes.len() as u64 > MAX_READ {
