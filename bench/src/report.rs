@@ -36,13 +36,18 @@ impl Row {
     }
 }
 
+/// What the header says of the report's numbers, and what it says once a
+/// section measured alone was spliced in.
+const ONE_RUN: &str = "Every number below comes from that one run, side by side;";
+const ONE_RUN_BUT_ALONE: &str = "Every number below comes from that one run, side by side, \
+     except in a section that says it was measured alone;";
+
 pub fn render(machine: &Machine, command: &str, sections: &[Section]) -> String {
     let mut md = String::from("# Benchmarks\n\n");
     md.push_str(&format!(
         "Made by `{command}` on {} (after `cargo build --release --workspace` and `scripts/build-plugins`, which build what it \
-         measures). Every number below comes from that one run, side by side; numbers from \
-         other machines or runs are not comparable. Medians; p99 is the nearest-rank \
-         percentile. MB = 10^6 bytes.\n\n",
+         measures). {ONE_RUN} numbers from other machines or runs are not comparable. \
+         Medians; p99 is the nearest-rank percentile. MB = 10^6 bytes.\n\n",
         machine.date
     ));
     md.push_str("| machine | |\n|---|---|\n");
@@ -50,35 +55,83 @@ pub fn render(machine: &Machine, command: &str, sections: &[Section]) -> String 
         md.push_str(&format!("| {key} | {} |\n", cell(value)));
     }
     for section in sections {
-        md.push_str(&format!("\n## {}\n\n{}\n\n", section.title, section.intro));
-        if !section.rows.is_empty() {
-            md.push_str("| measurement | system | median | p99 | n | target |\n");
-            md.push_str("|---|---|---:|---:|---:|---|\n");
-            for row in &section.rows {
-                let (median, p99, n) = match &row.result {
-                    Ok(s) => (
-                        s.median.to_string(),
-                        s.p99.map_or_else(|| "—".to_owned(), |q| q.to_string()),
-                        s.samples.to_string(),
-                    ),
-                    Err(why) => (format!("failed: {why}"), "—".to_owned(), "—".to_owned()),
-                };
-                md.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} |\n",
-                    cell(&row.measurement),
-                    cell(&row.system),
-                    cell(&median),
-                    p99,
-                    n,
-                    cell(&row.target)
-                ));
+        md.push_str(&render_section(section, None));
+    }
+    md
+}
+
+/// `existing` (a report) with `sections`, measured alone, in place of the
+/// ones of the same titles (or after the last): each says by what command,
+/// when and under what load it was measured, since the report's header is
+/// about another run.
+pub fn splice(existing: &str, machine: &Machine, command: &str, sections: &[Section]) -> String {
+    let fact = |key: &str| {
+        machine
+            .facts()
+            .find(|(k, _)| *k == key)
+            .map_or("unknown", |(_, v)| v)
+            .to_owned()
+    };
+    let provenance = format!(
+        "Measured alone by `{command}` on {} ({}), on the machine above; load average {} \
+         at the start and {} at the end. Its rows compare with each other, not with the \
+         other sections'.",
+        machine.date,
+        fact("agent-comms"),
+        fact("load average at start"),
+        fact("load average at end")
+    );
+    let mut md = existing.trim_end().replacen(ONE_RUN, ONE_RUN_BUT_ALONE, 1);
+    md.push('\n');
+    for section in sections {
+        let fresh = render_section(section, Some(&provenance));
+        let heading = format!("\n## {}\n", section.title);
+        match md.find(&heading) {
+            Some(start) => {
+                let body = start + heading.len();
+                let end = md[body..].find("\n## ").map_or(md.len(), |i| body + i);
+                md.replace_range(start..end, &fresh);
             }
+            None => md.push_str(&fresh),
         }
-        if !section.method.is_empty() {
-            md.push('\n');
-            for line in &section.method {
-                md.push_str(&format!("- {line}\n"));
-            }
+    }
+    md
+}
+
+/// One section: its heading, intro (and where it was measured, when not
+/// in the report's own run), table and method.
+fn render_section(section: &Section, provenance: Option<&str>) -> String {
+    let mut md = format!("\n## {}\n\n{}\n\n", section.title, section.intro);
+    if let Some(line) = provenance {
+        md.push_str(&format!("{line}\n\n"));
+    }
+    if !section.rows.is_empty() {
+        md.push_str("| measurement | system | median | p99 | n | target |\n");
+        md.push_str("|---|---|---:|---:|---:|---|\n");
+        for row in &section.rows {
+            let (median, p99, n) = match &row.result {
+                Ok(s) => (
+                    s.median.to_string(),
+                    s.p99.map_or_else(|| "—".to_owned(), |q| q.to_string()),
+                    s.samples.to_string(),
+                ),
+                Err(why) => (format!("failed: {why}"), "—".to_owned(), "—".to_owned()),
+            };
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                cell(&row.measurement),
+                cell(&row.system),
+                cell(&median),
+                p99,
+                n,
+                cell(&row.target)
+            ));
+        }
+    }
+    if !section.method.is_empty() {
+        md.push('\n');
+        for line in &section.method {
+            md.push_str(&format!("- {line}\n"));
         }
     }
     md
