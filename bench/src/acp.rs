@@ -79,6 +79,7 @@ pub fn section(bench: &Bench) -> Section {
     progress("ACP: deliveries into the fake claude's interactive runtime");
     let pty = fake_pty(bench, &repo).map_err(|e| format!("{e:#}"));
     let mut rows = overhead_rows(&acp, &pty);
+    rows.push(start_up(bench));
     progress("ACP: the tap's appends");
     rows.extend(tap_rows(bench));
     rows.extend(rss_rows(&acp, &pty));
@@ -300,6 +301,23 @@ fn overhead_rows(acp: &Measured, pty: &Measured) -> Vec<Row> {
             of(pty, |s| latencies(&s.calls)),
         ),
     ]
+}
+
+/// `agent-comms --version`, as many times as the deliveries: the process
+/// start-up that every `runtime deliver` call pays first.
+fn start_up(bench: &Bench) -> Row {
+    let mut runs: Runs = Ok(Vec::new());
+    for _ in 0..bench.plan.acp_deliveries {
+        crate::stats::push(
+            &mut runs,
+            timed(bench.agent_comms().arg("--version")).map(|(took, _)| took),
+        );
+    }
+    Row::new(
+        "`agent-comms --version`: process start-up alone, for reference",
+        "agent-comms CLI",
+        runs.map(|d| latencies(&d)),
+    )
 }
 
 fn rss_rows(acp: &Measured, pty: &Measured) -> Vec<Row> {

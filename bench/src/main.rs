@@ -100,7 +100,11 @@ fn main() -> anyhow::Result<()> {
         .filter(|_| !args.sections.is_empty())
         .and_then(|path| std::fs::read_to_string(path).ok());
     let markdown = match existing {
-        Some(report) => report::splice(&report, &machine, &command_line(), &sections),
+        Some(report) => report::splice(
+            &report,
+            &report::provenance(&machine, &command_line()),
+            &sections,
+        ),
         None => report::render(&machine, &command_line(), &sections),
     };
     match &args.out {

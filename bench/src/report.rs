@@ -60,11 +60,9 @@ pub fn render(machine: &Machine, command: &str, sections: &[Section]) -> String 
     md
 }
 
-/// `existing` (a report) with `sections`, measured alone, in place of the
-/// ones of the same titles (or after the last): each says by what command,
-/// when and under what load it was measured, since the report's header is
-/// about another run.
-pub fn splice(existing: &str, machine: &Machine, command: &str, sections: &[Section]) -> String {
+/// What a section measured alone says of its run: the command, when, the
+/// build, and the load (the report's header is about another run).
+pub fn provenance(machine: &Machine, command: &str) -> String {
     let fact = |key: &str| {
         machine
             .facts()
@@ -72,7 +70,7 @@ pub fn splice(existing: &str, machine: &Machine, command: &str, sections: &[Sect
             .map_or("unknown", |(_, v)| v)
             .to_owned()
     };
-    let provenance = format!(
+    format!(
         "Measured alone by `{command}` on {} ({}), on the machine above; load average {} \
          at the start and {} at the end. Its rows compare with each other, not with the \
          other sections'.",
@@ -80,11 +78,17 @@ pub fn splice(existing: &str, machine: &Machine, command: &str, sections: &[Sect
         fact("agent-comms"),
         fact("load average at start"),
         fact("load average at end")
-    );
+    )
+}
+
+/// `existing` (a report) with `sections`, measured alone, in place of the
+/// ones of the same titles (or after the last), each with its
+/// [`provenance`]; the header then says that some sections were.
+pub fn splice(existing: &str, provenance: &str, sections: &[Section]) -> String {
     let mut md = existing.trim_end().replacen(ONE_RUN, ONE_RUN_BUT_ALONE, 1);
     md.push('\n');
     for section in sections {
-        let fresh = render_section(section, Some(&provenance));
+        let fresh = render_section(section, Some(provenance));
         let heading = format!("\n## {}\n", section.title);
         match md.find(&heading) {
             Some(start) => {
@@ -129,7 +133,9 @@ fn render_section(section: &Section, provenance: Option<&str>) -> String {
         }
     }
     if !section.method.is_empty() {
-        md.push('\n');
+        if !section.rows.is_empty() {
+            md.push('\n');
+        }
         for line in &section.method {
             md.push_str(&format!("- {line}\n"));
         }
@@ -159,4 +165,38 @@ pub fn judge(target: &str, met: Option<bool>) -> String {
         None => "not judged",
     };
     format!("{target}: {verdict}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(title: &str, intro: &str) -> Section {
+        Section {
+            title: title.to_owned(),
+            intro: intro.to_owned(),
+            rows: Vec::new(),
+            method: vec!["how".to_owned()],
+        }
+    }
+
+    #[test]
+    fn splice_replaces_a_section_in_place_and_appends_a_new_one() {
+        let report = format!(
+            "# Benchmarks\n\n{ONE_RUN} etc.\n\n## A\n\nold a\n\n## B\n\nold b\n\n## C\n\nold c\n"
+        );
+        let md = splice(
+            &report,
+            "Measured alone.",
+            &[section("B", "new b"), section("D", "new d")],
+        );
+        assert_eq!(
+            md,
+            format!(
+                "# Benchmarks\n\n{ONE_RUN_BUT_ALONE} etc.\n\n## A\n\nold a\n\n\
+                 ## B\n\nnew b\n\nMeasured alone.\n\n- how\n\n## C\n\nold c\n\n\
+                 ## D\n\nnew d\n\nMeasured alone.\n\n- how\n"
+            )
+        );
+    }
 }
