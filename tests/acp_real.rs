@@ -60,26 +60,8 @@ each_agent! {
     supervisor_killed => the_agent_does_not_outlive_its_supervisor;
     permissions => permissions_follow_the_policy;
 }
-/// How long an agent may take to start (initialize and session/new).
-const START: Duration = Duration::from_secs(120);
 /// How long one turn against the mock may take.
 const TURN: Duration = Duration::from_secs(120);
-
-/// `runtime acp-serve --id ID EXTRA… -- <the agent>` in the world's
-/// namespace; the JSON of what started, or the error.
-fn acp_serve(w: &World, id: &str, extra: &[&str]) -> Result<Value, String> {
-    let acp = w.acp_agent();
-    let mut args = vec!["--actor", id, "runtime", "acp-serve", "--id", id, "--json"];
-    args.extend_from_slice(extra);
-    args.push("--");
-    let mut cmd = acp.command(support::BIN, &args);
-    cmd.args(&acp.argv);
-    let out = support::run::try_run_within(cmd, "acp-serve", START).map_err(|e| e.to_string())?;
-    if !out.success() {
-        return Err(format!("{}{}", out.stdout, out.stderr));
-    }
-    serde_json::from_str(out.stdout.trim()).map_err(|e| format!("{e}: {}", out.stdout))
-}
 
 /// `runtime show --id ID --json`.
 fn show(w: &World, id: &str) -> Value {
@@ -105,7 +87,9 @@ fn starts_with_a_first_turn(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
     };
-    let started = acp_serve(&w, ID, &["--prompt", "say hello FIRSTTURN"]).unwrap();
+    let started = w
+        .acp_serve(ID, &["--prompt", "say hello FIRSTTURN"])
+        .unwrap();
     let session = started["session_id"].as_str().unwrap().to_owned();
     assert!(!session.is_empty(), "{started}");
     let view = show(&w, ID);
@@ -208,7 +192,7 @@ fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
     };
-    acp_serve(&w, ID, &[]).unwrap();
+    w.acp_serve(ID, &[]).unwrap();
     // A second delivery issued mid-turn is sent after the first turn's end.
     let first = std::thread::scope(|s| {
         let first = s.spawn(|| deliver(&w, ID, "say hello ONE SLOW=3"));
@@ -284,7 +268,7 @@ fn messages_and_cancel(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
     };
-    acp_serve(&w, ID, &[]).unwrap();
+    w.acp_serve(ID, &[]).unwrap();
     let (ok, out, err) = w.ac(
         &[
             "--actor",
@@ -340,7 +324,7 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
     };
-    let started = acp_serve(&w, ID, &[]).unwrap();
+    let started = w.acp_serve(ID, &[]).unwrap();
     let session = started["session_id"].as_str().unwrap().to_owned();
     let earlier = deliver(&w, ID, "say hello EARLIER").unwrap();
     assert_eq!(stop_reason(&earlier), "end_turn");
@@ -390,7 +374,7 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
 
     // Started again with the same id: the same session, continued, and the
     // waiting message delivered once.
-    let again = acp_serve(&w, ID, &[]).unwrap();
+    let again = w.acp_serve(ID, &[]).unwrap();
     assert_eq!(again["session_id"], session.as_str(), "{again}");
     wait_for("the message", TURN, || {
         message(&w, &inv)["status"] == "DELIVERED"
@@ -418,7 +402,7 @@ fn the_agent_does_not_outlive_its_supervisor(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
     };
-    let started = acp_serve(&w, ID, &[]).unwrap();
+    let started = w.acp_serve(ID, &[]).unwrap();
     deliver(&w, ID, "say hello BEFORE").unwrap();
     let mock = Some(w.ns_pid());
     let supervisor = started["supervisor_pid"].as_u64().unwrap() as u32;
@@ -496,7 +480,8 @@ fn permissions_follow_the_policy(cli: Cli, test: &str) {
             ),
         )
         .unwrap();
-        acp_serve(&w, id, &["--policy", policy.to_str().unwrap()]).unwrap();
+        w.acp_serve(id, &["--policy", policy.to_str().unwrap()])
+            .unwrap();
         let text = format!("write {}", agent_comms_mockmodel::tools::knob(tool, &args));
         let results_before = w
             .requests()

@@ -63,6 +63,12 @@ pub struct Plan {
     pub store_calls: usize,
     /// In-process store operations timed per kind.
     pub store_ops: usize,
+    /// `runtime deliver` calls timed per runtime kind into the fake agents.
+    pub acp_deliveries: usize,
+    /// Deliveries timed per runtime kind into each real provider.
+    pub acp_real_deliveries: usize,
+    /// `Tap::line` appends timed per line size.
+    pub tap_appends: usize,
 }
 
 impl Plan {
@@ -84,6 +90,9 @@ impl Plan {
             queued: 1000,
             store_calls: 50,
             store_ops: 1000,
+            acp_deliveries: 100,
+            acp_real_deliveries: 5,
+            tap_appends: 10_000,
         }
     }
 
@@ -105,6 +114,9 @@ impl Plan {
             queued: 50,
             store_calls: 10,
             store_ops: 100,
+            acp_deliveries: 10,
+            acp_real_deliveries: 2,
+            tap_appends: 1_000,
         }
     }
 }

@@ -259,15 +259,15 @@ impl<'a> Target<'a> {
 }
 
 /// One timed delivery and the evidence it printed.
-struct Delivered {
-    took: Duration,
-    evidence: Evidence,
+pub struct Delivered {
+    pub took: Duration,
+    pub evidence: Evidence,
 }
 
 impl Delivered {
     /// Times a `… deliver … --json TEXT` command and reads its evidence,
     /// which must report the input style `style`.
-    fn by(cmd: &mut Command, style: &str) -> anyhow::Result<Self> {
+    pub fn by(cmd: &mut Command, style: &str) -> anyhow::Result<Self> {
         let (took, stdout) = timed(cmd)?;
         let evidence: Evidence = serde_json::from_str(stdout.trim())
             .with_context(|| format!("deliver printed no evidence: {stdout:?}"))?;

@@ -10,6 +10,7 @@
 //! Targets are printed next to the results and judged (met or missed), never
 //! asserted: a benchmark that fails on a slow machine tells nobody anything.
 
+mod acp;
 mod adapters;
 mod bare;
 mod bench;
@@ -28,7 +29,7 @@ mod workload;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
 use crate::bench::{Bench, Plan};
 
@@ -48,6 +49,33 @@ struct Args {
     /// Fewer iterations: a smoke run, not numbers to publish.
     #[arg(long)]
     quick: bool,
+    /// Measure only this section (repeat for more). With --out naming an
+    /// existing report, the section replaces its namesake there and says
+    /// it was measured alone; the other sections are kept.
+    #[arg(long = "section", value_enum, value_name = "NAME")]
+    sections: Vec<SectionName>,
+}
+
+/// The report's sections, in its order.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SectionName {
+    Sessions,
+    Cells,
+    Adapters,
+    Delivery,
+    Acp,
+}
+
+impl SectionName {
+    fn measure(self, bench: &Bench) -> report::Section {
+        match self {
+            Self::Sessions => sessions::section(bench),
+            Self::Cells => cells::section(bench),
+            Self::Adapters => adapters::section(bench),
+            Self::Delivery => delivery::section(bench),
+            Self::Acp => acp::section(bench),
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,14 +87,26 @@ fn main() -> anyhow::Result<()> {
     };
     let bench = Bench::new(plan)?;
     let mut machine = machine::Machine::probe(&bench);
-    let sections = [
-        sessions::section(&bench),
-        cells::section(&bench),
-        adapters::section(&bench),
-        delivery::section(&bench),
-    ];
+    let chosen = if args.sections.is_empty() {
+        SectionName::value_variants().to_vec()
+    } else {
+        args.sections.clone()
+    };
+    let sections: Vec<report::Section> = chosen.iter().map(|s| s.measure(&bench)).collect();
     machine.note_end_load();
-    let markdown = report::render(&machine, &command_line(), &sections);
+    let existing = args
+        .out
+        .as_ref()
+        .filter(|_| !args.sections.is_empty())
+        .and_then(|path| std::fs::read_to_string(path).ok());
+    let markdown = match existing {
+        Some(report) => report::splice(
+            &report,
+            &report::provenance(&machine, &command_line()),
+            &sections,
+        ),
+        None => report::render(&machine, &command_line(), &sections),
+    };
     match &args.out {
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -352,6 +352,12 @@ impl Served {
         })
     }
 
+    /// The `interactive-serve` process: the runtime's supervisor (it runs
+    /// the provider's session in the foreground).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.process_id()
+    }
+
     /// Fails, with what its terminal showed, once the serve has ended.
     fn check_running(&mut self) -> anyhow::Result<()> {
         if let Ok(Some(status)) = self.child.try_wait() {

@@ -36,11 +36,17 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use agent_comms_core::adapter::AdapterRegistry;
 
+use serde_json::Value;
+
 use super::world::World;
 use super::Cli;
+
+/// How long an agent may take to start (initialize and session/new).
+pub const ACP_START: Duration = Duration::from_secs(120);
 
 /// Provider P's ACP agent in a world: see the module documentation.
 #[derive(Debug, Clone)]
@@ -118,5 +124,24 @@ impl World {
                 "--".into(),
             ],
         }
+    }
+}
+
+impl World {
+    /// `--actor ID runtime acp-serve --id ID --json EXTRA… -- <the agent>`
+    /// in this world's namespace: the JSON of what started, or the error.
+    pub fn acp_serve(&self, id: &str, extra: &[&str]) -> Result<Value, String> {
+        let acp = self.acp_agent();
+        let mut args = vec!["--actor", id, "runtime", "acp-serve", "--id", id, "--json"];
+        args.extend_from_slice(extra);
+        args.push("--");
+        let mut cmd = acp.command(crate::support::BIN, &args);
+        cmd.args(&acp.argv);
+        let out = crate::support::run::try_run_within(cmd, "acp-serve", ACP_START)
+            .map_err(|e| e.to_string())?;
+        if !out.success() {
+            return Err(format!("{}{}", out.stdout, out.stderr));
+        }
+        serde_json::from_str(out.stdout.trim()).map_err(|e| format!("{e}: {}", out.stdout))
     }
 }
