@@ -11,6 +11,9 @@
 //! Inputs that must be split (a byte stream arriving in reads) carry their
 //! split in front: see [`split_input`].
 
+use agent_comms_core::acp::policy::Policy;
+use agent_comms_core::acp::transcript::{Direction, Entry};
+use agent_comms_core::acp::view::LogView;
 use agent_comms_core::adapter::input_line::InputLineReader;
 use std::sync::OnceLock;
 
@@ -37,6 +40,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("input_line", input_line),
     ("screen", screen),
     ("cast_text", cast_text),
+    ("acp_policy", acp_policy),
+    ("acp_view", acp_view),
 ];
 
 /// Reads `data` as `n | n chunk sizes | stream`: the stream is cut into
@@ -328,4 +333,60 @@ pub fn cast_text(data: &[u8]) {
     }
     written.push_str(&String::from_utf8_lossy(&carry));
     assert_eq!(written, String::from_utf8_lossy(&pieces.concat()));
+}
+
+/// An ACP policy file: parsing never panics, an error is one line that
+/// points inside the text, and an accepted policy answers every question
+/// (a permission, a path to read or write) without panicking.
+pub fn acp_policy(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let policy = match Policy::parse(text, "fuzz.toml") {
+        Ok(policy) => policy,
+        Err(e) => {
+            let lines = text.lines().count().max(1);
+            assert!((1..=lines + 1).contains(&e.line), "{e}");
+            assert!(e.column >= 1, "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+            return;
+        }
+    };
+    let cwd = std::path::Path::new("/nonexistent-fuzz-cwd");
+    for line in text.lines().take(8) {
+        policy.permission(Some(line), line);
+        policy.permission(None, line);
+        let path = std::path::Path::new(line);
+        for answer in [policy.fs_read(cwd, path), policy.fs_write(cwd, path)] {
+            if let Ok(served) = answer {
+                assert!(served.is_absolute(), "{}", served.display());
+            }
+        }
+    }
+}
+
+/// The readable transcript (`acp log`): each line of the input is an
+/// entry as the tap writes it (its JSON, or, when it is not, a line the
+/// agent sent that was not JSON); the view never panics, and nothing it
+/// prints holds a control character but the line breaks it adds, whatever
+/// the agent put in its messages.
+pub fn acp_view(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut view = LogView::new();
+    let mut out = String::new();
+    for (seq, line) in text.lines().enumerate() {
+        let entry = serde_json::from_str::<Entry>(line).unwrap_or_else(|_| Entry {
+            seq: seq as u64,
+            ts: "2026-12-01T00:00:00.000Z".into(),
+            dir: Direction::FromAgent,
+            msg: serde_json::from_str(line).ok(),
+            text: Some(line.to_owned()),
+        });
+        out.push_str(&view.push(&entry));
+    }
+    out.push_str(&view.finish());
+    assert!(
+        !out.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character reached the terminal: {out:?}"
+    );
 }
