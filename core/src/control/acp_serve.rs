@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::inbox::{with_store, Inbox, SharedStore, Target};
-use super::registration::{admit, RuntimeKind, Serving, STALE_AFTER_BEATS};
-use super::serve::{beat, go_offline};
+use super::inbox::{SharedStore, Target};
+use super::online::{go_offline, Online};
+use super::registration::{admit, RuntimeKind, Serving};
 use super::ControlError;
 use crate::acp::agent::AgentCommand;
 use crate::acp::handle::AcpHandle;
@@ -36,7 +36,7 @@ use crate::paths::ensure_runtime_root;
 use crate::session::{Registry, SessionName};
 use crate::socket::is_dialable;
 use crate::socket::protocol::InvocationOutcome;
-use crate::store::{Evidence, RuntimeStatus, Store};
+use crate::store::{Evidence, Store};
 use crate::supervisor::launch::{daemon_config, spawn_daemon, LaunchError};
 use crate::time::unix_millis;
 
@@ -159,20 +159,26 @@ pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ende
         let endpoint_id = random_hex(8);
         let online = Online {
             store: store.clone(),
-            opts: &opts,
-            record: admission.record,
+            host: opts.host.clone(),
             endpoint: supervisor.record().socket.display().to_string(),
             endpoint_id: endpoint_id.clone(),
-            agent_pid: supervisor.record().pid,
+            agent: opts.agent.clone(),
+            provider: opts.provider.clone(),
+            heartbeat: Duration::from_millis(opts.heartbeat_ms),
         };
-        online.publish(&handle).await?;
+        let mut record = admission.record;
+        // Bound to the session it serves: the next start continues it.
+        record.conversation_id = Some(handle.session_id());
+        online.publish(&mut record, supervisor.record().pid)?;
+        online.start_tasks(record.id, handle.clone());
+        let status = handle.status();
         ready(&Started {
             id: opts.id.to_string(),
             supervisor_pid: std::process::id(),
             agent_pid: supervisor.record().pid,
-            session_id: handle.session_id(),
-            agent_name: handle.status().agent_name,
-            agent_version: handle.status().agent_version,
+            session_id: status.session_id,
+            agent_name: status.agent_name,
+            agent_version: status.agent_version,
             transcript,
         });
         if let Some(text) = opts.prompt.clone() {
@@ -199,68 +205,6 @@ async fn first_turn(handle: AcpHandle, text: String) {
     };
     if let Err(e) = handle.first_prompt(&text, options).await {
         handle.tap().note(format!("the --prompt turn failed: {e}"));
-    }
-}
-
-/// Publishing the runtime once its session is open.
-struct Online<'a> {
-    store: SharedStore,
-    opts: &'a AcpServeOptions,
-    record: crate::store::RuntimeRecord,
-    endpoint: String,
-    endpoint_id: String,
-    agent_pid: u32,
-}
-
-impl Online<'_> {
-    /// ONLINE, bound to the session, with attempts a killed serve left
-    /// behind back in the queue; then the heartbeat and the inbox.
-    async fn publish(self, handle: &AcpHandle) -> Result<(), ControlError> {
-        let heartbeat = Duration::from_millis(self.opts.heartbeat_ms);
-        let lease = heartbeat * STALE_AFTER_BEATS as u32;
-        let now = unix_millis();
-        let mut record = self.record;
-        record.status = RuntimeStatus::Online;
-        record.status_reason = None;
-        record.host = Some(self.opts.host.clone());
-        record.endpoint = Some(self.endpoint);
-        record.endpoint_id = Some(self.endpoint_id.clone());
-        record.pid = Some(self.agent_pid);
-        record.heartbeat_ms = heartbeat.as_millis() as u64;
-        record.last_heartbeat = Some(now);
-        record.provider = self.opts.provider.clone();
-        record.conversation_id = Some(handle.session_id());
-        record.updated = now;
-        let id = record.id.clone();
-        with_store(&self.store, move |s| {
-            s.save_runtime(&record)?;
-            s.release_attempts(
-                Some(&record.id),
-                unix_millis(),
-                "the runtime restarted during this delivery",
-            )
-        })
-        .await?;
-        tokio::spawn(beat(
-            self.store.clone(),
-            id.clone(),
-            self.endpoint_id.clone(),
-            heartbeat,
-            lease,
-        ));
-        tokio::spawn(
-            Inbox {
-                store: self.store,
-                session: handle.clone(),
-                agent: self.opts.agent.clone(),
-                runtime: id,
-                endpoint_id: self.endpoint_id,
-                lease,
-                scan_every: heartbeat,
-            }
-            .run(),
-        );
-        Ok(())
     }
 }
 

@@ -5,6 +5,8 @@
 //!   status a reader should believe (a stale heartbeat means offline).
 //! - [`serve`]: `runtime interactive-serve` — the foreground supervisor with
 //!   a heartbeat and an inbox beside it.
+//! - `online`: a served runtime going ONLINE (heartbeat and inbox beside
+//!   it) and OFFLINE, for both kinds of serve.
 //! - [`start`]: what a serve starts — a takeover's plan, a pinned session,
 //!   the collision guard.
 //! - [`messages`]: `send`, `message list|show|redeliver|cancel`.
@@ -20,6 +22,7 @@ pub mod doctor;
 pub mod host;
 pub(crate) mod inbox;
 pub mod messages;
+mod online;
 pub mod readable;
 pub mod registration;
 pub mod serve;

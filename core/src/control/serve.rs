@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::inbox::{with_store, Inbox, SharedStore};
-use super::registration::{admit, RuntimeKind, Serving, STALE_AFTER_BEATS};
+use super::inbox::{with_store, SharedStore};
+use super::online::{go_offline, Online};
+use super::registration::{admit, RuntimeKind, Serving};
 use super::start::{plan_start, StartPlan, StartRequest, TakeoverOptions};
 use super::ControlError;
 use crate::adapter::Entry;
@@ -21,7 +22,7 @@ use crate::paths::ensure_runtime_root;
 use crate::pty::SpawnSpec;
 use crate::session::{Registry, SessionKind, SessionName};
 use crate::socket::is_dialable;
-use crate::store::{RuntimeRecord, RuntimeStatus, Store};
+use crate::store::{RuntimeRecord, Store};
 use crate::supervisor::foreground::run_foreground;
 use crate::supervisor::{SessionHandle, SupervisorConfig, DEFAULT_KILL_GRACE};
 use crate::takeover::terminate::{end_process, Ended, TERM_GRACE};
@@ -83,17 +84,17 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
     let config = supervisor_config(&opts, &start);
     let banner = banner(&opts);
     let store: SharedStore = Arc::new(Mutex::new(store));
-    let lease = opts.heartbeat * STALE_AFTER_BEATS as u32;
     let online = GoingOnline {
-        store: store.clone(),
+        online: Online {
+            store: store.clone(),
+            host: opts.host.clone(),
+            endpoint: registry.paths(&opts.id).socket.display().to_string(),
+            endpoint_id: endpoint_id.clone(),
+            agent: opts.agent.clone(),
+            provider: opts.adapter.as_ref().map(|e| e.profile.name.clone()),
+            heartbeat: opts.heartbeat,
+        },
         record,
-        host: opts.host.clone(),
-        endpoint: registry.paths(&opts.id).socket,
-        endpoint_id: endpoint_id.clone(),
-        adapter: opts.adapter.as_ref().map(|e| e.profile.name.clone()),
-        agent: opts.agent.clone(),
-        heartbeat: opts.heartbeat,
-        lease,
         discovery: opts
             .discovery
             .clone()
@@ -146,126 +147,29 @@ fn banner(opts: &ServeOptions) -> String {
 /// What the runtime needs once its provider runs: the record to publish
 /// and the tasks to start beside the session.
 struct GoingOnline {
-    store: SharedStore,
+    online: Online,
     record: RuntimeRecord,
-    host: String,
-    endpoint: PathBuf,
-    endpoint_id: String,
-    adapter: Option<String>,
-    agent: String,
-    heartbeat: Duration,
-    lease: Duration,
     /// Set when the conversation is not known yet: it is discovered.
     discovery: Option<Arc<dyn ConversationDiscovery>>,
 }
 
 impl GoingOnline {
-    /// Publishes the runtime ONLINE, then starts the heartbeat, the session
-    /// discovery and the inbox. Runs inside the supervisor's runtime.
+    /// Publishes the runtime ONLINE, then starts the heartbeat, the
+    /// conversation discovery and the inbox. Runs inside the supervisor's
+    /// runtime.
     fn start(mut self, session: SessionHandle) -> Result<(), ControlError> {
-        let now = unix_millis();
-        let record = &mut self.record;
-        record.status = RuntimeStatus::Online;
-        record.status_reason = None;
-        record.host = Some(self.host);
-        record.endpoint = Some(self.endpoint.display().to_string());
-        record.endpoint_id = Some(self.endpoint_id.clone());
-        record.pid = Some(session.child_pid());
-        record.heartbeat_ms = self.heartbeat.as_millis() as u64;
-        record.last_heartbeat = Some(now);
-        record.provider = self.adapter;
-        record.updated = now;
-        {
-            let guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
-            guard.save_runtime(record)?;
-            // Attempts a previous serve of this runtime left behind (it was
-            // killed mid-delivery) go back to the queue before the inbox
-            // starts, so they are delivered first, in order.
-            guard.release_attempts(
-                Some(&record.id),
-                unix_millis(),
-                "the runtime restarted during this delivery",
-            )?;
-        }
-        let runtime = record.id.clone();
-        tokio::spawn(beat(
-            self.store.clone(),
-            runtime.clone(),
-            self.endpoint_id.clone(),
-            self.heartbeat,
-            self.lease,
-        ));
+        self.online.publish(&mut self.record, session.child_pid())?;
+        let runtime = self.record.id.clone();
         if let Some(discovery) = self.discovery {
             tokio::spawn(bind_when_discovered(
-                self.store.clone(),
+                self.online.store.clone(),
                 runtime.clone(),
                 session.child_pid(),
                 discovery,
             ));
         }
-        tokio::spawn(
-            Inbox {
-                store: self.store,
-                session,
-                agent: self.agent,
-                runtime,
-                endpoint_id: self.endpoint_id,
-                lease: self.lease,
-                scan_every: self.heartbeat,
-            }
-            .run(),
-        );
+        self.online.start_tasks(runtime, session);
         Ok(())
-    }
-}
-
-/// Marks the runtime OFFLINE with `reason` and returns the attempt it held
-/// to the queue.
-pub(super) fn go_offline(
-    store: &SharedStore,
-    id: &str,
-    endpoint_id: &str,
-    reason: &str,
-) -> Result<(), ControlError> {
-    let guard = store.lock().unwrap_or_else(|p| p.into_inner());
-    let now = unix_millis();
-    guard.set_offline(id, endpoint_id, reason, now)?;
-    guard.release_attempts(
-        Some(id),
-        now,
-        "the runtime went offline during this delivery",
-    )?;
-    Ok(())
-}
-
-/// Heartbeats until the process ends; each beat also extends the lease of
-/// the delivery in flight, so only a dead runtime's attempts expire.
-pub(super) async fn beat(
-    store: SharedStore,
-    runtime: String,
-    endpoint_id: String,
-    every: Duration,
-    lease: Duration,
-) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let (runtime, endpoint_id) = (runtime.clone(), endpoint_id.clone());
-        let now = unix_millis();
-        let lease_until = now + lease.as_millis() as u64;
-        match with_store(&store, move |s| {
-            s.heartbeat(&runtime, &endpoint_id, now, lease_until)
-        })
-        .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!("another start replaced this runtime's record; heartbeat stopped");
-                return;
-            }
-            Err(e) => tracing::error!("heartbeat: {e}"),
-        }
     }
 }
 
@@ -313,15 +217,7 @@ async fn bind_when_discovered(
 
 fn supervisor_config(opts: &ServeOptions, start: &StartPlan) -> SupervisorConfig {
     let profile = opts.adapter.as_ref().map(|e| &e.profile);
-    let mut env: Vec<(String, String)> = profile
-        .map(|p| {
-            p.env
-                .set
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut env = profile.map(|p| p.env.pairs()).unwrap_or_default();
     env.push(("AGENT_COMMS_ACTOR".into(), opts.agent.clone()));
     SupervisorConfig {
         name: opts.id.clone(),
