@@ -97,7 +97,6 @@ impl AcpHandle {
             inner.session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(text))],
         );
-        turn.sent();
         let response = tokio::select! {
             r = inner.connection.send_request(request).block_task() => r,
             _ = exited(&mut exit) => return Err(DeliveryError::Ended),

@@ -5,11 +5,12 @@
 //! dropped (noted in the transcript) instead of growing without limit, and
 //! the session goes on with the next line. A write to the agent that does not
 //! finish within the write deadline means the agent stopped reading its
-//! input: the transport then fails with [`STALLED`] in the error, so the
-//! supervisor reports it and ends the agent instead of hanging behind a full
-//! pipe.
+//! input: the transport then fails and sets its `stalled` flag, so the
+//! supervisor reports it ([`STALLED`]) and ends the agent instead of hanging
+//! behind a full pipe.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long one write to the agent may take before it counts as not
 /// reading. `AGENT_COMMS_ACP_WRITE_DEADLINE_MS` changes it (tests).
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
-/// What the error of a stalled transport says, so the supervisor can tell.
+/// What a stalled transport is reported as.
 pub const STALLED: &str = "the agent stopped reading its input";
 
 pub fn write_deadline() -> Duration {
@@ -102,15 +103,17 @@ async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Resul
     }
 }
 
-/// Lines for the agent's input, each tapped before it is written.
+/// Lines for the agent's input, each tapped before it is written; a write
+/// past `deadline` sets `stalled` and fails the transport.
 pub fn outgoing<W: AsyncWrite + Unpin + Send + 'static>(
     input: W,
     tap: Arc<Tap>,
     deadline: Duration,
+    stalled: Arc<AtomicBool>,
 ) -> impl Sink<String, Error = io::Error> + Send + 'static {
     futures::sink::unfold(
-        (input, tap),
-        move |(mut input, tap), line: String| async move {
+        (input, tap, stalled),
+        move |(mut input, tap, stalled), line: String| async move {
             tap.line(Direction::ToAgent, &line);
             let mut bytes = line.into_bytes();
             bytes.push(b'\n');
@@ -119,9 +122,10 @@ pub fn outgoing<W: AsyncWrite + Unpin + Send + 'static>(
                 input.flush().await
             };
             match tokio::time::timeout(deadline, write).await {
-                Ok(Ok(())) => Ok((input, tap)),
+                Ok(Ok(())) => Ok((input, tap, stalled)),
                 Ok(Err(e)) => Err(e),
                 Err(_) => {
+                    stalled.store(true, Ordering::Release);
                     let why = format!("{STALLED} (a write waited {deadline:?})");
                     tap.note(why.clone());
                     Err(io::Error::new(io::ErrorKind::TimedOut, why))

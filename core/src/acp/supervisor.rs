@@ -16,6 +16,7 @@
 //! its last line on standard error.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,6 +85,8 @@ pub struct AcpSupervisor {
     agent: AgentProcess,
     connection: tokio::task::JoinHandle<Result<(), agent_client_protocol::Error>>,
     stop: oneshot::Sender<()>,
+    /// Set by the transport when a write to the agent ran out of time.
+    stalled: Arc<AtomicBool>,
     exit_tx: watch::Sender<Option<ExitInfo>>,
     terminate_rx: mpsc::UnboundedReceiver<Duration>,
     end: End,
@@ -106,11 +109,10 @@ impl AcpSupervisor {
                     .into(),
             ));
         }
-        let end = policy.end().clone();
         let registry = Registry::new(ensure_runtime_root()?, is_dialable);
         let paths = registry.paths(&config.name);
         let (listener, _) = claim_endpoint(&registry, &config.name)?;
-        let started = Self::start_agent(config, policy, listener, registry, paths, end).await;
+        let started = Self::start_agent(config, policy, listener, registry, paths).await;
         if let Err(e) = &started {
             tracing::warn!("the ACP session did not start: {e}");
         }
@@ -123,37 +125,29 @@ impl AcpSupervisor {
         listener: Listener,
         registry: Registry,
         paths: SessionPaths,
-        end: End,
     ) -> Result<Self, AcpError> {
         let cleanup = |e: AcpError| {
             let _ = std::fs::remove_file(&paths.socket);
             e
         };
-        let Launched {
-            agent,
-            connection,
-            stop,
-            cx,
-            session_id,
-            info,
-            turns,
-            tap,
-        } = launch(&config, &policy).await.map_err(cleanup)?;
-        tap.note(format!(
-            "session {session_id} open with {} {}",
+        let launched = launch(&config, &policy).await.map_err(cleanup)?;
+        let info = &launched.info;
+        launched.tap.note(format!(
+            "session {} open with {} {}",
+            launched.session_id,
             info.name.as_deref().unwrap_or("the agent"),
             info.version.as_deref().unwrap_or("")
         ));
-        let record = publish_record(&config, &paths, agent.pid()).map_err(cleanup)?;
+        let record = publish_record(&config, &paths, launched.agent.pid()).map_err(cleanup)?;
         let (exit_tx, exit) = watch::channel(None);
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
         let handle = AcpHandle {
             inner: Arc::new(Inner {
-                connection: cx,
-                session_id,
-                agent: info,
-                turns,
-                tap,
+                connection: launched.cx,
+                session_id: launched.session_id,
+                agent: launched.info,
+                turns: launched.turns,
+                tap: launched.tap,
                 inbox: Default::default(),
                 exit,
                 terminate,
@@ -173,12 +167,13 @@ impl AcpSupervisor {
             handle,
             endpoint,
             listener,
-            agent,
-            connection,
-            stop,
+            agent: launched.agent,
+            connection: launched.connection,
+            stop: launched.stop,
+            stalled: launched.stalled,
             exit_tx,
             terminate_rx,
-            end,
+            end: policy.end().clone(),
             kill_grace: Duration::from_millis(config.kill_grace_ms),
             registry,
             paths,
@@ -218,26 +213,26 @@ impl AcpSupervisor {
                 }
                 finished = &mut self.connection => {
                     let why = match finished {
-                        Ok(Err(e)) if e.to_string().contains(STALLED) => STALLED.to_owned(),
+                        _ if self.stalled.load(Ordering::Acquire) => STALLED.to_owned(),
                         Ok(Err(e)) => format!("the ACP connection failed: {e}"),
                         Ok(Ok(())) | Err(_) => "the ACP connection closed".to_owned(),
                     };
-                    break Stop::End(why);
+                    break Stop::End(why, self.kill_grace);
                 }
                 grace = self.terminate_rx.recv() => {
                     let grace = grace.unwrap_or(self.kill_grace);
-                    break Stop::EndWithin("ended on request (session kill)".into(), grace);
+                    break Stop::End("ended on request (session kill)".into(), grace);
                 }
-                _ = signals.recv() => break Stop::End("ended by a signal to its supervisor".into()),
+                _ = signals.recv() => break Stop::End("ended by a signal to its supervisor".into(), self.kill_grace),
                 changed = ended_turns.changed() => {
                     if changed.is_ok() && self.end == End::FirstTurn {
-                        break Stop::End("the policy's end condition: after the first turn".into());
+                        break Stop::End("the policy's end condition: after the first turn".into(), self.kill_grace);
                     }
                     idle_since = tokio::time::Instant::now();
                 }
                 _ = sleep_until(idle_deadline) => {
                     if turns.running().is_none() {
-                        break Stop::End("the policy's end condition: idle".into());
+                        break Stop::End("the policy's end condition: idle".into(), self.kill_grace);
                     }
                     idle_since = tokio::time::Instant::now();
                 }
@@ -255,8 +250,7 @@ impl AcpSupervisor {
     async fn finish(mut self, stop: Stop) -> Ended {
         let (exit, reason) = match stop {
             Stop::Exited(exit, why) => (exit, why),
-            Stop::End(why) => (self.agent.end(self.kill_grace).await, why),
-            Stop::EndWithin(why, grace) => (self.agent.end(grace).await, why),
+            Stop::End(why, grace) => (self.agent.end(grace).await, why),
         };
         let tap = self.handle.tap().clone();
         tap.note(format!("session ended: {reason}; the agent: {exit}"));
@@ -269,10 +263,11 @@ impl AcpSupervisor {
     }
 }
 
+/// Why the run loop stopped: the agent exited by itself, or it is to be
+/// ended (SIGTERM, then SIGKILL after the grace).
 enum Stop {
     Exited(ExitInfo, String),
-    End(String),
-    EndWithin(String, Duration),
+    End(String, Duration),
 }
 
 /// The agent started, its connection running, its session open.
@@ -285,6 +280,7 @@ struct Launched {
     info: AgentInfo,
     turns: Arc<Turns>,
     tap: Arc<Tap>,
+    stalled: Arc<AtomicBool>,
 }
 
 /// Starts the agent on the tapped line transport, then `initialize` and
@@ -302,8 +298,9 @@ async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpErro
         agent.pid(),
         config.command_line
     ));
+    let stalled = Arc::new(AtomicBool::new(false));
     let transport = Lines::new(
-        lines::outgoing(stdin, tap.clone(), lines::write_deadline()),
+        lines::outgoing(stdin, tap.clone(), lines::write_deadline(), stalled.clone()),
         lines::incoming(stdout, tap.clone()),
     );
     let turns = Arc::new(Turns::default());
@@ -343,6 +340,7 @@ async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpErro
         info,
         turns,
         tap,
+        stalled,
     })
 }
 

@@ -17,7 +17,7 @@ use crate::time::unix_millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Running {
-    /// When the prompt was sent (Unix ms).
+    /// When the turn began, its prompt going out (Unix ms).
     pub sent: u64,
     /// When the agent's first update of the turn came.
     pub first_update: Option<u64>,
@@ -59,8 +59,8 @@ pub struct TurnGuard<'a> {
 
 impl Turns {
     /// Waits until no turn runs and it is this writer's turn, at most
-    /// `wait`; with `try_only`, not at all. The turn is marked running
-    /// from here: call [`TurnGuard::sent`] as the prompt goes out.
+    /// `wait`; with `try_only`, not at all. The turn runs from here: the
+    /// caller sends its prompt at once.
     pub async fn begin(&self, try_only: bool, wait: Duration) -> Result<TurnGuard<'_>, NoTurn> {
         let writer = if try_only {
             self.writer.try_lock().map_err(|_| NoTurn::Busy)?
@@ -125,13 +125,6 @@ impl Turns {
 }
 
 impl TurnGuard<'_> {
-    /// The prompt went out now.
-    pub fn sent(&self) {
-        if let Some(running) = self.turns.lock().as_mut() {
-            running.sent = unix_millis();
-        }
-    }
-
     /// The turn as it stands.
     pub fn running(&self) -> Running {
         self.turns.running().expect("a guarded turn runs")
