@@ -166,20 +166,9 @@ fn agent_command(
     agent: &str,
 ) -> anyhow::Result<AgentCommand> {
     let acp = adapter.and_then(|a| a.profile.acp.as_ref());
-    let mut env: Vec<(String, String)> = acp
-        .map(|a| {
-            a.env
-                .set
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
+    let mut env = acp
+        .map(|a| a.env_set(agent_comms_core::os::running_as_root()))
         .unwrap_or_default();
-    if agent_comms_core::os::running_as_root() {
-        if let Some(acp) = acp {
-            env.extend(acp.env_as_root.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-    }
     // The agent calls agent-comms as itself without flags.
     env.push(("AGENT_COMMS_ACTOR".into(), agent.to_owned()));
     Ok(AgentCommand {

@@ -276,6 +276,17 @@ pub struct EnvChanges {
     pub set: BTreeMap<String, String>,
 }
 
+impl EnvChanges {
+    /// The variables to set, as a command's environment takes them.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        pairs(&self.set)
+    }
+}
+
+fn pairs(vars: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 /// Resume pinning: "continue the latest conversation" becomes "resume this id".
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -388,6 +399,16 @@ pub struct AcpQuirks {
 }
 
 impl AcpSpec {
+    /// The variables to set for the agent: `[acp.env] set`, and
+    /// `env_as_root` too when agent-comms runs as root.
+    pub fn env_set(&self, as_root: bool) -> Vec<(String, String)> {
+        let mut vars = self.env.pairs();
+        if as_root {
+            vars.extend(pairs(&self.env_as_root));
+        }
+        vars
+    }
+
     /// Whether `argv` runs this ACP command: the same program (by basename,
     /// so `/opt/bin/codex-acp` is `codex-acp`) and the same leading
     /// arguments (`opencode acp …` is ACP, `opencode run …` is not).
