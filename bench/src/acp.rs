@@ -69,11 +69,7 @@ const CHUNK_TEXT: &str = "Here is the next piece of the reply, as agents stream 
 const LARGE_LINE: usize = 64 * 1024;
 
 pub fn section(bench: &Bench) -> Section {
-    let repo = bench
-        .target_dir
-        .parent()
-        .unwrap_or(&bench.target_dir)
-        .to_path_buf();
+    let repo = bench.repo();
     progress("ACP: deliveries into the fake ACP agent");
     let acp = fake_acp(bench, &repo).map_err(|e| format!("{e:#}"));
     progress("ACP: deliveries into the fake claude's interactive runtime");

@@ -49,11 +49,7 @@ fn screen() -> Vec<String> {
 
 pub fn section(bench: &Bench) -> Section {
     progress("adapters");
-    let repo = bench
-        .target_dir
-        .parent()
-        .unwrap_or(&bench.target_dir)
-        .to_path_buf();
+    let repo = bench.repo();
     let calls = bench.plan.classifications;
     let mut rows = Vec::new();
     let target = "median under 10 µs";

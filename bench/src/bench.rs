@@ -133,6 +133,14 @@ pub struct Bench {
 }
 
 impl Bench {
+    /// The repository: `target/`'s parent, where the fakes and fixtures are.
+    pub fn repo(&self) -> std::path::PathBuf {
+        self.target_dir
+            .parent()
+            .unwrap_or(&self.target_dir)
+            .to_path_buf()
+    }
+
     pub fn new(plan: Plan) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
         let bin_dir = exe.parent().context("this executable has no directory")?;

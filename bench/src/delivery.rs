@@ -62,11 +62,7 @@ const DRAIN_STALL: Duration = Duration::from_secs(60);
 const RECORD_WAIT: Duration = Duration::from_secs(10);
 
 pub fn section(bench: &Bench) -> Section {
-    let repo = bench
-        .target_dir
-        .parent()
-        .unwrap_or(&bench.target_dir)
-        .to_path_buf();
+    let repo = bench.repo();
     let mut rows = Vec::new();
     for fake in [&CLAUDE, &CODEX] {
         progress(&format!("delivery into the fake {}", fake.program));

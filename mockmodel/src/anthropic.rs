@@ -28,18 +28,7 @@ pub fn prompt(body: &Value) -> Option<String> {
 /// Names of the tools the client runs itself (server tools such as web
 /// search have a `type` of their own).
 pub fn tools(body: &Value) -> Vec<String> {
-    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    tools
-        .iter()
-        .filter(|t| {
-            t.get("type")
-                .and_then(Value::as_str)
-                .is_none_or(|k| k == "custom")
-        })
-        .filter_map(|t| Some(t.get("name")?.as_str()?.to_string()))
-        .collect()
+    crate::tools::offered(body, |kind| kind.is_none_or(|k| k == "custom"), "/name")
 }
 
 /// The text of the tool results the last message carries, when it is a

@@ -26,14 +26,7 @@ pub fn prompt(body: &Value) -> Option<String> {
 
 /// Names of the `function` tools.
 pub fn tools(body: &Value) -> Vec<String> {
-    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    tools
-        .iter()
-        .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
-        .filter_map(|t| Some(t.pointer("/function/name")?.as_str()?.to_string()))
-        .collect()
+    crate::tools::offered(body, |kind| kind == Some("function"), "/function/name")
 }
 
 /// The content of the `role: "tool"` messages that end the conversation.

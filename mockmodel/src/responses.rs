@@ -35,14 +35,7 @@ pub fn prompt(body: &Value) -> Option<String> {
 /// Names of the `function` tools (Codex's shell is the function
 /// `exec_command`).
 pub fn tools(body: &Value) -> Vec<String> {
-    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    tools
-        .iter()
-        .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
-        .filter_map(|t| Some(t.get("name")?.as_str()?.to_string()))
-        .collect()
+    crate::tools::offered(body, |kind| kind == Some("function"), "/name")
 }
 
 /// The output of a function call, when the input's last user message or

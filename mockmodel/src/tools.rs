@@ -178,6 +178,20 @@ pub(crate) fn result_text(content: Option<&Value>) -> String {
     }
 }
 
+/// Names of the tools a request offers: those whose `type` `kind` accepts,
+/// named at the JSON pointer `name_at` of each tool. Each API spells its
+/// tools its own way; this is the walk they share.
+pub fn offered(body: &Value, kind: impl Fn(Option<&str>) -> bool, name_at: &str) -> Vec<String> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|t| kind(t.get("type").and_then(Value::as_str)))
+        .filter_map(|t| Some(t.pointer(name_at)?.as_str()?.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
