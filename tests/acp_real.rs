@@ -139,6 +139,27 @@ fn message(w: &World, id: &str) -> Value {
     serde_json::from_str(out.trim()).unwrap()
 }
 
+/// `--actor other send --to ID [--wait SECS] TEXT`: the message's id.
+fn send(w: &World, wait: Option<&str>, text: &str) -> String {
+    let mut args = vec!["--actor", "other", "send", "--to", ID, "--json"];
+    if let Some(secs) = wait {
+        args.extend(["--wait", secs]);
+    }
+    args.push(text);
+    let (ok, out, err) = w.ac(&args, TURN);
+    assert!(ok, "send: {out}{err}");
+    let sent: Value = serde_json::from_str(out.trim()).unwrap();
+    sent["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned()
+}
+
+/// The notification a message `inv` from `other` is delivered as.
+fn notification(inv: &str) -> String {
+    format!("[agent-comms] message {inv} from other; read it with: agent-comms message show {inv}")
+}
+
 /// The transcript of runtime `id`, as JSON entries.
 fn transcript(w: &World, id: &str) -> Vec<Value> {
     let (ok, out, err) = w.ac(&["acp", "log", id, "--json"], Duration::from_secs(10));
@@ -269,31 +290,10 @@ fn messages_and_cancel(cli: Cli, test: &str) {
         return;
     };
     w.acp_serve(ID, &[]).unwrap();
-    let (ok, out, err) = w.ac(
-        &[
-            "--actor",
-            "other",
-            "send",
-            "--to",
-            ID,
-            "--wait",
-            "120",
-            "--json",
-            "the build is green",
-        ],
-        TURN,
-    );
-    assert!(ok, "send: {out}{err}");
-    let sent: Value = serde_json::from_str(out.trim()).unwrap();
-    let inv = sent["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{out}"))
-        .to_owned();
+    let inv = send(&w, Some("120"), "the build is green");
     let shown = message(&w, &inv);
     assert_eq!(shown["status"], "DELIVERED", "{shown}");
-    let note = format!(
-        "[agent-comms] message {inv} from other; read it with: agent-comms message show {inv}"
-    );
+    let note = notification(&inv);
     assert_eq!(w.turns_with(&note), 1, "{}", w.requests_summary());
     let attempts = shown["delivery_attempts"].as_array().unwrap();
     let evidence = &attempts.last().unwrap()["evidence"];
@@ -333,23 +333,7 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
         let killed = s.spawn(|| deliver(&w, ID, "say hello KILLED SLOW=60"));
         wait_turn_started(&w, ID, "say hello KILLED SLOW=60");
         // A message waits behind the running turn.
-        let (ok, out, err) = w.ac(
-            &[
-                "--actor",
-                "other",
-                "send",
-                "--to",
-                ID,
-                "--json",
-                "after the restart",
-            ],
-            Duration::from_secs(20),
-        );
-        assert!(ok, "send: {out}{err}");
-        let inv = serde_json::from_str::<Value>(out.trim()).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let inv = send(&w, None, "after the restart");
         support::procs::signal(agent, libc::SIGKILL);
         let failed = killed.join().unwrap();
         assert!(failed.is_err(), "{failed:?}");
@@ -367,9 +351,7 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
         "{view}"
     );
     assert_ne!(message(&w, &inv)["status"], "DELIVERED");
-    let note = format!(
-        "[agent-comms] message {inv} from other; read it with: agent-comms message show {inv}"
-    );
+    let note = notification(&inv);
     assert_eq!(w.turns_with(&note), 0);
 
     // Started again with the same id: the same session, continued, and the
