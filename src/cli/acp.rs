@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use agent_comms_core::acp::agent::AgentCommand;
-use agent_comms_core::acp::policy::Policy;
 use agent_comms_core::acp::transcript::{self, transcript_path, Entry};
 use agent_comms_core::acp::view::LogView;
 use agent_comms_core::adapter::Entry as Adapter;
@@ -104,11 +103,9 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         ([], None) => bail!("no agent to run: give its ACP command after --, or an adapter with --provider NAME (see: agent-comms adapters list)"),
         (command, _) => command.to_vec(),
     };
+    // Read by the supervisor before anything starts: a broken file is its
+    // one line, said by this command.
     let policy = args.policy.map(super::absolute);
-    if let Some(path) = &policy {
-        // Read here too, so a broken file is said by this command.
-        Policy::load(path)?;
-    }
     let prompt = match (&args.prompt, &args.prompt_file) {
         (Some(text), _) => Some(text.clone()),
         (None, Some(file)) => Some(regular_file::read_text(

@@ -25,7 +25,6 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, Lines};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::agent::{AgentCommand, AgentProcess};
@@ -53,15 +52,15 @@ const CLIENT_FAREWELL: Duration = Duration::from_secs(1);
 /// in one to a few seconds here; a cold npm cache is slower).
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Everything an ACP supervisor needs; sent from the launching command.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Everything an ACP supervisor needs.
+#[derive(Debug, Clone)]
 pub struct AcpConfig {
     pub name: SessionName,
     pub agent: AgentCommand,
     /// The command as the user gave it, for listings.
     pub command_line: String,
-    /// `--policy FILE`; none: the safe default.
-    pub policy: Option<PathBuf>,
+    /// What the agent may do ([`load_policy`]).
+    pub policy: Policy,
     pub transcript: PathBuf,
     /// `--record FILE`: a copy of the transcript where the user asked.
     pub record: Option<PathBuf>,
@@ -95,20 +94,26 @@ pub struct AcpSupervisor {
     paths: SessionPaths,
 }
 
+/// The policy of `--policy FILE`, or the safe default; one this build
+/// cannot honour (serving terminals) is refused.
+pub fn load_policy(path: Option<&std::path::Path>) -> Result<Policy, AcpError> {
+    let policy = match path {
+        Some(path) => Policy::load(path)?,
+        None => Policy::default(),
+    };
+    if policy.serves_terminal() {
+        return Err(AcpError::Unsupported(
+            "[terminal] serve = true: serving terminals is not built yet; set serve = false".into(),
+        ));
+    }
+    Ok(policy)
+}
+
 impl AcpSupervisor {
     /// Starts the agent and opens its session; see the module docs for
     /// the order. Runs inside a tokio runtime.
     pub async fn start(config: AcpConfig) -> Result<Self, AcpError> {
-        let policy = match &config.policy {
-            Some(path) => Policy::load(path)?,
-            None => Policy::default(),
-        };
-        if policy.serves_terminal() {
-            return Err(AcpError::Unsupported(
-                "[terminal] serve = true: serving terminals is not built yet; set serve = false"
-                    .into(),
-            ));
-        }
+        let policy = config.policy.clone();
         let registry = Registry::new(ensure_runtime_root()?, is_dialable);
         let paths = registry.paths(&config.name);
         let (listener, _) = claim_endpoint(&registry, &config.name)?;

@@ -27,7 +27,7 @@ use super::registration::{admit, RuntimeKind, Serving};
 use super::ControlError;
 use crate::acp::agent::AgentCommand;
 use crate::acp::handle::AcpHandle;
-use crate::acp::supervisor::{AcpConfig, AcpSupervisor, Ended};
+use crate::acp::supervisor::{load_policy, AcpConfig, AcpSupervisor, Ended};
 use crate::acp::transcript::transcript_path;
 use crate::acp::AcpError;
 use crate::delivery::{DeliveryError, DeliveryOptions, DEFAULT_TIMEOUT_MS};
@@ -123,6 +123,8 @@ pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
 /// Serves the runtime until its session ends. `ready` is called once it
 /// is ONLINE.
 pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ended, ControlError> {
+    // Before anything is touched: a broken policy registers nothing.
+    let policy = load_policy(opts.policy.as_deref()).map_err(acp_error)?;
     let store: Box<dyn Store> = Box::new(crate::store::SqliteStore::open(&opts.store_path)?);
     let registry = Registry::new(ensure_runtime_root()?, is_dialable);
     let serving = Serving {
@@ -145,7 +147,7 @@ pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ende
         name: opts.id.clone(),
         command_line: opts.command.argv.join(" "),
         agent: opts.command.clone(),
-        policy: opts.policy.clone(),
+        policy,
         transcript: transcript.clone(),
         record: opts.record.clone(),
         resume,
