@@ -56,6 +56,9 @@ pub struct AcpServeArgs {
     /// bind the runtime to the new one).
     #[arg(long)]
     new_session: bool,
+    /// Hold the first prompt (--prompt) until a controller attaches.
+    #[arg(long)]
+    wait_for_client: bool,
     /// Stay in this terminal and print the live transcript; Ctrl-C ends it.
     #[arg(long)]
     foreground: bool,
@@ -88,6 +91,26 @@ pub enum AcpCommand {
         /// The raw transcript: one JSON object per JSON-RPC message or note.
         #[arg(long)]
         json: bool,
+    },
+    /// Speak ACP on standard input and output to a running ACP runtime:
+    /// name this as an ACP client's agent command to use the session, as
+    /// if the client had started the agent itself.
+    #[command(after_help = "Examples:
+  agent-comms acp attach coder                  # an editor's agent command
+  agent-comms acp attach coder --read-only      # watch only
+  ssh dev-box agent-comms acp attach coder      # from another machine
+  agent-comms acp attach --socket /srv/acp/coder.sock   # another user's shared runtime")]
+    Attach {
+        /// The runtime's id (its bridge socket is found from it).
+        #[arg(required_unless_present = "socket")]
+        id: Option<String>,
+        /// Watch only: prompts, cancels and permission answers are refused.
+        #[arg(long)]
+        read_only: bool,
+        /// The bridge socket to use, as the runtime's policy ([clients]
+        /// socket) names it: how another user attaches.
+        #[arg(long, value_name = "PATH", conflicts_with = "id")]
+        socket: Option<PathBuf>,
     },
 }
 
@@ -128,6 +151,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         record: args.record.map(super::absolute),
         prompt,
         new_session: args.new_session,
+        wait_for_client: args.wait_for_client,
         heartbeat_ms: args.heartbeat_ms,
         state_dir: state_dir(),
         store_path: store_path(),
@@ -238,6 +262,11 @@ pub fn cancel(id: &str, json: bool) -> anyhow::Result<i32> {
 
 pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
     match cmd {
+        AcpCommand::Attach {
+            id,
+            read_only,
+            socket,
+        } => attach(id.as_deref(), socket, read_only),
         AcpCommand::Log {
             id,
             follow: live,
@@ -260,6 +289,32 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `acp attach`: standard input and output to the runtime's bridge.
+fn attach(id: Option<&str>, socket: Option<PathBuf>, read_only: bool) -> anyhow::Result<i32> {
+    use agent_comms_core::acp::bridge::attach;
+    let (path, owner) = match (id, socket) {
+        (_, Some(path)) => (super::absolute(path), None),
+        (Some(id), None) => {
+            let mut client = live(id)?;
+            let status = match client.request(Request::AcpStatus)? {
+                Response::Acp(status) => status,
+                Response::Error { message } => bail!("{message}"),
+                other => bail!("unexpected reply to acp_status: {other:?}"),
+            };
+            let path = status
+                .bridge
+                .with_context(|| format!("runtime {id} has no bridge socket"))?;
+            (path, Some(agent_comms_core::paths::euid()))
+        }
+        (None, None) => bail!("give the runtime's id, or --socket PATH"),
+    };
+    let stream = attach::connect(&path, owner)
+        .with_context(|| format!("cannot attach to {}", path.display()))?;
+    attach::pipe(stream, std::io::stdin(), std::io::stdout(), read_only)
+        .context("the connection to the bridge failed")?;
+    Ok(0)
 }
 
 /// The transcript so far, then each new entry until the session ends.
@@ -330,6 +385,18 @@ pub fn print_status(status: &AcpStatus) {
         None => "none running".into(),
     };
     println!("{:<15} {turn}; {} ended", "turn", status.turns);
+    if let Some(bridge) = &status.bridge {
+        println!("{:<15} {}", "acp bridge", bridge.display());
+    }
+    if status.clients.is_empty() {
+        println!("{:<15} none attached", "clients");
+    }
+    for client in &status.clients {
+        println!(
+            "{:<15} client-{} {} uid {} via {} since {}",
+            "client", client.seat, client.role, client.uid, client.via, client.since
+        );
+    }
 }
 
 /// A live ACP runtime's endpoint.

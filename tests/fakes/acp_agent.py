@@ -13,7 +13,7 @@ Environment:
                      prompts, the answers to its own requests); the tests
                      read it to count prompts.
   FAKE_ACP_MODE      normal (default) | garbage | huge | deaf | unknown |
-                     write | exit-mid-turn
+                     write | exit-mid-turn | permission
   FAKE_ACP_TURN_MS   how long a turn lasts (default 0); a prompt whose text
                      has a token TURN_MS=N lasts N ms instead.
   FAKE_ACP_WRITE_PATHS  os.pathsep-separated paths the `unknown` and `write`
@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 
-MODES = ("normal", "garbage", "huge", "deaf", "unknown", "write", "exit-mid-turn")
+MODES = ("normal", "garbage", "huge", "deaf", "unknown", "write", "exit-mid-turn", "permission")
 MODE = os.environ.get("FAKE_ACP_MODE") or "normal"
 LOG = os.environ.get("FAKE_ACP_LOG")
 TURN_MS = os.environ.get("FAKE_ACP_TURN_MS") or "0"
@@ -225,6 +225,8 @@ class Agent:
             write_raw("x" * HUGE_BYTES)
         if MODE in ("unknown", "write"):
             self.ask_client(session)
+        if MODE == "permission":
+            self.ask_permission(session)
         garbage()
         turn_ms = TURN_MS
         m = re.search(r"(?:^|\s)TURN_MS=(\d+)(?:\s|$)", text)
@@ -250,6 +252,23 @@ class Agent:
                 },
             },
         })
+
+    def ask_permission(self, session):
+        """Mode permission: session/request_permission for an edit before
+        going on, with the four option kinds the adapters offer (ACP.md),
+        and the turn's text saying what was chosen."""
+        answer = self.requests.call("session/request_permission", {
+            "sessionId": session,
+            "toolCall": {"toolCallId": "call_fake_1", "title": "Edit notes.txt", "kind": "edit", "status": "pending"},
+            "options": [
+                {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        })
+        log("answer", method="session/request_permission", answer=answer)
+        outcome = ((answer.get("result") or {}).get("outcome") or {})
+        self.chunk(session, f" permission: {outcome.get('optionId', outcome.get('outcome'))}")
 
     def ask_client(self, session):
         """Requests a client may refuse or may not know."""

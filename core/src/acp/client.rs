@@ -25,6 +25,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo};
 use tokio::sync::oneshot;
 
+use super::bridge::asks::{Asks, Resolution};
 use super::policy::{choose_option, Answer, OptionKind, Policy};
 use super::transcript::Tap;
 use super::turns::Turns;
@@ -42,6 +43,8 @@ pub struct Context {
     pub cwd: PathBuf,
     pub tap: Arc<Tap>,
     pub turns: Arc<Turns>,
+    /// Where `ask` puts a permission request: the attached controllers.
+    pub asks: Arc<Asks>,
 }
 
 /// A handler that refuses every `$request` (`$method`): what the policy
@@ -74,8 +77,10 @@ pub async fn run(
             agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_request(
-            async move |request: RequestPermissionRequest, responder, _cx| {
-                answer_permission(&c2, request, responder)
+            async move |request: RequestPermissionRequest, responder, cx: ConnectionTo<Agent>| {
+                let ctx = c2.clone();
+                // Asking people takes time: the connection goes on meanwhile.
+                cx.spawn(async move { answer_permission(&ctx, request, responder).await })
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -139,7 +144,7 @@ pub async fn initialize(
     cx.send_request(request).block_task().await
 }
 
-fn answer_permission(
+async fn answer_permission(
     ctx: &Context,
     request: RequestPermissionRequest,
     responder: Responder<RequestPermissionResponse>,
@@ -149,9 +154,19 @@ fn answer_permission(
     let title = fields.title.clone().unwrap_or_default();
     let wanted = match ctx.policy.permission(kind.as_deref(), &title) {
         Answer::Option(kind) => kind,
-        // Nobody can be asked yet: no client attaches to this runtime, so
-        // the rule's own answer stands at once.
-        Answer::Ask { fallback, .. } => fallback,
+        Answer::Ask { timeout, fallback } => match ctx.asks.ask(request.clone(), timeout).await {
+            Resolution::Chosen { option_id, .. } => {
+                return responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option_id)),
+                ));
+            }
+            Resolution::Unanswered(why) => {
+                ctx.tap.note(format!(
+                    "asked about {title:?}, but {why}: the policy's fallback answers"
+                ));
+                fallback
+            }
+        },
     };
     let offered: Vec<(String, OptionKind)> = request
         .options

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::bridge::Bridge;
 use super::handle::AcpHandle;
 use crate::socket::codec::Message;
 use crate::socket::protocol::{Event, Request, Response, SessionInfo};
@@ -17,6 +18,7 @@ use crate::supervisor::limits::Limits;
 use crate::supervisor::MAX_KILL_GRACE;
 
 pub(super) struct Endpoint {
+    pub bridge: Arc<Bridge>,
     pub handle: AcpHandle,
     pub info: SessionInfo,
     pub limits: Arc<Limits>,
@@ -70,7 +72,12 @@ impl Connection {
         let handle = &self.endpoint.handle;
         match request {
             Request::Info => Response::Info(self.endpoint.info.clone()),
-            Request::AcpStatus => Response::Acp(handle.status()),
+            Request::AcpStatus => {
+                let mut status = handle.status();
+                status.bridge = self.endpoint.bridge.socket();
+                status.clients = self.endpoint.bridge.list();
+                Response::Acp(status)
+            }
             Request::Deliver { text, options } => match handle.prompt(&text, options).await {
                 Ok(evidence) => Response::Delivered(evidence),
                 Err(e) => Response::Error {

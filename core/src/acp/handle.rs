@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, PromptRequest, SessionId, TextContent,
+    CancelNotification, ContentBlock, PromptRequest, PromptResponse, SessionId, TextContent,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Agent;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::transcript::Tap;
-use super::turns::{NoTurn, Turns};
+use super::turns::{NoTurn, Running, Turns};
 use crate::delivery::validate::{check_prompt, validate};
 use crate::delivery::{DeliveryError, DeliveryOptions, Evidence};
 use crate::socket::protocol::{AcpStatus, ExitInfo, InvocationOutcome};
@@ -30,6 +30,14 @@ pub struct AgentInfo {
     pub name: Option<String>,
     pub version: Option<String>,
     pub protocol_version: u16,
+}
+
+/// How one turn went: when it ran, and the prompt's response.
+pub(super) struct TurnOutcome {
+    pub running: Running,
+    /// When the response came (Unix ms).
+    pub ended: u64,
+    pub response: Result<PromptResponse, agent_client_protocol::Error>,
 }
 
 #[derive(Clone)]
@@ -80,37 +88,19 @@ impl AcpHandle {
         text: &str,
         options: DeliveryOptions,
     ) -> Result<Evidence, DeliveryError> {
-        let inner = &self.inner;
-        let wait = Duration::from_millis(options.timeout_ms);
-        let mut exit = inner.exit.clone();
-        let turn = tokio::select! {
-            turn = inner.turns.begin(options.try_only, wait) => turn.map_err(|e| match e {
-                NoTurn::Busy => DeliveryError::NotReady("a turn is running".into()),
-                NoTurn::Timeout => DeliveryError::Timeout {
-                    secs: wait.as_secs(),
-                    waiting: "the running turn ended".into(),
-                },
-            })?,
-            _ = exited(&mut exit) => return Err(DeliveryError::Ended),
-        };
         let request = PromptRequest::new(
-            inner.session_id.clone(),
+            self.inner.session_id.clone(),
             vec![ContentBlock::Text(TextContent::new(text))],
         );
-        let response = tokio::select! {
-            r = inner.connection.send_request(request).block_task() => r,
-            _ = exited(&mut exit) => return Err(DeliveryError::Ended),
-        };
-        let ended = unix_millis();
-        let running = turn.running();
-        match response {
+        let wait = Duration::from_millis(options.timeout_ms);
+        let turn = self.run_turn(request, options.try_only, wait, None).await?;
+        match turn.response {
             Ok(response) => {
                 let stop_reason = super::wire_name(&response.stop_reason);
-                turn.finish(Some(stop_reason.clone()));
                 Ok(Evidence {
-                    echoed: running.first_update.unwrap_or(ended),
-                    entered: running.sent,
-                    submitted: ended,
+                    echoed: turn.running.first_update.unwrap_or(turn.ended),
+                    entered: turn.running.sent,
+                    submitted: turn.ended,
                     enter_presses: 0,
                     style: "prompt".into(),
                     stop_reason: Some(stop_reason),
@@ -120,18 +110,66 @@ impl AcpHandle {
             // stopped reading and the write deadline ended the transport):
             // the session ended, which the inbox must see as such to keep
             // the message pending, not as the agent refusing it.
-            Err(e)
-                if inner.exit.borrow().is_some()
-                    || inner.connection.is_incoming_closed()
-                    || agent_client_protocol::is_connection_terminated(&e)
-                    || agent_client_protocol::is_incoming_transport_closed(&e) =>
-            {
-                Err(DeliveryError::Ended)
-            }
+            Err(e) if self.gone(&e) => Err(DeliveryError::Ended),
             Err(e) => Err(DeliveryError::Refused(
                 crate::display::one_line(&e.to_string()).into_owned(),
             )),
         }
+    }
+
+    /// Runs one turn with `request` as its prompt: when no turn runs and it
+    /// is this caller's turn (first come, first served; `try_only` fails at
+    /// once, else it waits at most `wait`), and until the prompt's response.
+    /// A client's `$/cancel_request` (its `cancellation`) goes on to the
+    /// agent.
+    pub(super) async fn run_turn(
+        &self,
+        request: PromptRequest,
+        try_only: bool,
+        wait: Duration,
+        cancellation: Option<agent_client_protocol::RequestCancellation>,
+    ) -> Result<TurnOutcome, DeliveryError> {
+        let inner = &self.inner;
+        let mut exit = inner.exit.clone();
+        let turn = tokio::select! {
+            turn = inner.turns.begin(try_only, wait) => turn.map_err(|e| match e {
+                NoTurn::Busy => DeliveryError::NotReady("a turn is running".into()),
+                NoTurn::Timeout => DeliveryError::Timeout {
+                    secs: wait.as_secs(),
+                    waiting: "the running turn ended".into(),
+                },
+            })?,
+            _ = exited(&mut exit) => return Err(DeliveryError::Ended),
+        };
+        let mut sent = inner.connection.send_request(request);
+        if let Some(cancellation) = cancellation {
+            sent = sent.forward_cancellation_from(cancellation);
+        }
+        let response = tokio::select! {
+            r = sent.block_task() => r,
+            _ = exited(&mut exit) => return Err(DeliveryError::Ended),
+        };
+        let ended = unix_millis();
+        let running = turn.running();
+        turn.finish(
+            response
+                .as_ref()
+                .ok()
+                .map(|r| super::wire_name(&r.stop_reason)),
+        );
+        Ok(TurnOutcome {
+            running,
+            ended,
+            response,
+        })
+    }
+
+    /// Whether `e`, a request's failure, means the agent is gone.
+    pub(super) fn gone(&self, e: &agent_client_protocol::Error) -> bool {
+        self.inner.exit.borrow().is_some()
+            || self.inner.connection.is_incoming_closed()
+            || agent_client_protocol::is_connection_terminated(e)
+            || agent_client_protocol::is_incoming_transport_closed(e)
     }
 
     /// Sends `session/cancel` for the running turn and waits for it to end;
@@ -143,10 +181,7 @@ impl AcpHandle {
         }
         // Watched before the notification goes: the end cannot be missed.
         let ended = inner.turns.turn_end();
-        inner
-            .connection
-            .send_notification(CancelNotification::new(inner.session_id.clone()))
-            .map_err(|e| format!("cannot send session/cancel: {e}"))?;
+        self.send_cancel()?;
         match tokio::time::timeout(CANCEL_WAIT, ended).await {
             Ok(Some(reason)) => Ok(reason),
             Ok(None) => Err("the turn ended without a stop reason (the agent went away)".into()),
@@ -155,6 +190,15 @@ impl AcpHandle {
                 CANCEL_WAIT.as_secs()
             )),
         }
+    }
+
+    /// Sends `session/cancel`, without waiting for the turn to end.
+    pub(super) fn send_cancel(&self) -> Result<(), String> {
+        let inner = &self.inner;
+        inner
+            .connection
+            .send_notification(CancelNotification::new(inner.session_id.clone()))
+            .map_err(|e| format!("cannot send session/cancel: {e}"))
     }
 
     pub fn status(&self) -> AcpStatus {
@@ -166,6 +210,8 @@ impl AcpHandle {
             protocol_version: inner.agent.protocol_version,
             turn_started: inner.turns.running().map(|r| r.sent),
             turns: inner.turns.ended_count(),
+            bridge: None,
+            clients: Vec::new(),
         }
     }
 

@@ -61,7 +61,7 @@ pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     })
 }
 
-enum Line {
+pub(super) enum Line {
     Text(String),
     /// Dropped; at least this many bytes.
     TooLong(usize),
@@ -69,7 +69,7 @@ enum Line {
 }
 
 /// One line, read without holding more than [`MAX_LINE`] of it.
-async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Result<Line> {
+pub(super) async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Result<Line> {
     let mut line = Vec::new();
     let mut dropped = 0usize;
     loop {

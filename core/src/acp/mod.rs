@@ -14,11 +14,13 @@
 //! - [`handle`]: prompts with the delivery discipline, cancel, status.
 //! - [`supervisor`]: the process: start, endpoint, end conditions.
 //! - [`view`]: the transcript as text for people (`acp log`).
+//! - [`bridge`]: ACP clients attached to the running session.
 //!
 //! It knows no provider: what each agent needs (its command, environment
 //! and quirks) is in the adapters' `[acp]` sections.
 
 pub mod agent;
+pub mod bridge;
 pub mod client;
 mod endpoint;
 pub mod handle;

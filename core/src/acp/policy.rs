@@ -30,8 +30,17 @@
 //! roots = ["."]
 //!
 //! [end]
-//! when = "agent-exit"           # agent-exit | first-turn | idle
+//! when = "agent-exit"           # agent-exit | first-turn | idle | last-client-left | no-client
 //! idle = "30m"                  # with when = "idle": end after this long with no turn
+//! no_client = "10m"             # with when = "no-client": end after this long with no client attached
+//!
+//! [clients]                     # who may attach to the bridge (agent-comms acp attach)
+//! controller_uids = []          # besides the owner, who always may: uids that may prompt and answer
+//! controller_gids = []          # ... and groups
+//! observer_uids = []            # uids (and gids) that may only watch
+//! observer_gids = []
+//! socket = "/srv/acp/rt.sock"   # needed with any of the lists: a bridge socket others can reach
+//! busy = "refuse"               # a client's prompt while a turn runs: refuse | queue
 //!
 //! [session]
 //! mode = "default"              # session/set_mode once the session is open (the agent's own mode ids)
@@ -161,6 +170,35 @@ pub enum End {
     FirstTurn,
     /// After this long with no turn running.
     Idle(Duration),
+    /// When the last attached client leaves (one must have attached).
+    LastClientLeft,
+    /// After this long with no client attached.
+    NoClient(Duration),
+}
+
+/// Who may attach to the bridge besides the owner, and how prompts from
+/// clients meet a running turn (`[clients]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Clients {
+    pub controller_uids: Vec<u32>,
+    pub controller_gids: Vec<u32>,
+    pub observer_uids: Vec<u32>,
+    pub observer_gids: Vec<u32>,
+    /// Where the bridge listens when others may attach: the runtime
+    /// directory is the owner's alone, so they could not reach it there.
+    pub socket: Option<PathBuf>,
+    /// A client's prompt while a turn runs waits for it (else: refused).
+    pub queue_when_busy: bool,
+}
+
+impl Clients {
+    /// Whether anyone but the owner may attach.
+    pub fn admits_others(&self) -> bool {
+        !(self.controller_uids.is_empty()
+            && self.controller_gids.is_empty()
+            && self.observer_uids.is_empty()
+            && self.observer_gids.is_empty())
+    }
 }
 
 /// The policy of one run; [`Policy::default`] is the safe one.
@@ -177,6 +215,7 @@ pub struct Policy {
     end: End,
     /// The agent's session mode to set once its session is open.
     mode: Option<String>,
+    clients: Clients,
 }
 
 #[derive(Debug, Clone)]
@@ -208,6 +247,7 @@ impl Default for Policy {
             terminal: None,
             end: End::AgentExit,
             mode: None,
+            clients: Clients::default(),
         }
     }
 }
@@ -308,6 +348,10 @@ impl Policy {
 
     pub fn end(&self) -> &End {
         &self.end
+    }
+
+    pub fn clients(&self) -> &Clients {
+        &self.clients
     }
 }
 
@@ -488,6 +532,30 @@ struct PolicyFile {
     end: EndFile,
     #[serde(default)]
     session: SessionFile,
+    #[serde(default)]
+    clients: ClientsFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ClientsFile {
+    #[serde(default)]
+    controller_uids: Vec<u32>,
+    #[serde(default)]
+    controller_gids: Vec<u32>,
+    #[serde(default)]
+    observer_uids: Vec<u32>,
+    #[serde(default)]
+    observer_gids: Vec<u32>,
+    socket: Option<Spanned<String>>,
+    busy: Option<Busy>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Busy {
+    Refuse,
+    Queue,
 }
 
 #[derive(Deserialize, Default)]
@@ -559,6 +627,7 @@ struct TerminalFile {
 struct EndFile {
     when: Option<When>,
     idle: Option<Spanned<String>>,
+    no_client: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -567,6 +636,8 @@ enum When {
     AgentExit,
     FirstTurn,
     Idle,
+    LastClientLeft,
+    NoClient,
 }
 
 impl PolicyFile {
@@ -604,11 +675,27 @@ impl PolicyFile {
         let end = match self.end.when.unwrap_or(When::AgentExit) {
             When::AgentExit => End::AgentExit,
             When::FirstTurn => End::FirstTurn,
+            When::LastClientLeft => End::LastClientLeft,
             When::Idle => End::Idle(match &self.end.idle {
-                Some(idle) => nonzero(duration(idle, "end.idle", source)?, idle, source)?,
+                Some(idle) => nonzero(
+                    duration(idle, "end.idle", source)?,
+                    idle,
+                    "end.idle",
+                    source,
+                )?,
+                None => DEFAULT_IDLE,
+            }),
+            When::NoClient => End::NoClient(match &self.end.no_client {
+                Some(after) => nonzero(
+                    duration(after, "end.no_client", source)?,
+                    after,
+                    "end.no_client",
+                    source,
+                )?,
                 None => DEFAULT_IDLE,
             }),
         };
+        let clients = self.clients.check(source)?;
         Ok(Policy {
             default: answer(permissions.default.unwrap_or(Setting::RejectOnce)),
             rules,
@@ -627,7 +714,41 @@ impl PolicyFile {
                 }
                 other => other.map(Spanned::into_inner),
             },
+            clients,
         })
+    }
+}
+
+impl ClientsFile {
+    fn check(self, source: &Source<'_>) -> Result<Clients, PolicyError> {
+        let socket = match self.socket {
+            Some(path) if !Path::new(path.get_ref()).is_absolute() => {
+                return Err(source.error(
+                    path.span().start,
+                    "clients.socket",
+                    &format!("{:?} is not an absolute path", path.get_ref()),
+                    "give the bridge socket's absolute path, in a directory that is yours",
+                ))
+            }
+            other => other.map(|p| PathBuf::from(p.into_inner())),
+        };
+        let clients = Clients {
+            controller_uids: self.controller_uids,
+            controller_gids: self.controller_gids,
+            observer_uids: self.observer_uids,
+            observer_gids: self.observer_gids,
+            socket,
+            queue_when_busy: self.busy == Some(Busy::Queue),
+        };
+        if clients.admits_others() && clients.socket.is_none() {
+            return Err(source.error(
+                0,
+                "clients",
+                "other users may attach, but the bridge socket would be in your private runtime directory, which they cannot reach",
+                "add socket = \"/absolute/path.sock\" in a directory of yours that they can enter",
+            ));
+        }
+        Ok(clients)
     }
 }
 
@@ -735,13 +856,14 @@ fn duration(
 fn nonzero(
     d: Duration,
     written: &Spanned<String>,
+    field: &str,
     source: &Source<'_>,
 ) -> Result<Duration, PolicyError> {
     if d.is_zero() {
         return Err(source.error(
             written.span().start,
-            "end.idle",
-            "an idle time of zero would end the run before its first turn",
+            field,
+            "a time of zero would end the run before its first turn",
             "give a longer one, e.g. 30m, or use when = \"first-turn\"",
         ));
     }
@@ -941,7 +1063,7 @@ answer = "reject_always"
             (
                 "[end]\nwhen = \"idle\"\nidle = \"0s\"\n",
                 (3, 8),
-                "end.idle: an idle time of zero",
+                "end.idle: a time of zero would end the run before its first turn",
                 "; give a longer one, e.g. 30m, or use when = \"first-turn\"",
             ),
             (

@@ -21,13 +21,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    LoadSessionRequest, NewSessionRequest, ResumeSessionRequest, SessionId, SetSessionModeRequest,
+    InitializeResponse, LoadSessionRequest, NewSessionRequest, ResumeSessionRequest, SessionId,
+    SetSessionModeRequest,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, Lines};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::agent::{AgentCommand, AgentProcess};
+use super::bridge::asks::Asks;
+use super::bridge::Bridge;
 use super::client::{self, Context};
 use super::endpoint::{self, Endpoint};
 use super::handle::{AcpHandle, AgentInfo, Inner};
@@ -79,6 +82,8 @@ pub struct Ended {
 
 pub struct AcpSupervisor {
     handle: AcpHandle,
+    bridge: Arc<Bridge>,
+    bridge_listener: BridgeListener,
     endpoint: Arc<Endpoint>,
     listener: Listener,
     agent: AgentProcess,
@@ -117,8 +122,18 @@ impl AcpSupervisor {
         let registry = Registry::new(ensure_runtime_root()?, is_dialable);
         let paths = registry.paths(&config.name);
         let (listener, _) = claim_endpoint(&registry, &config.name)?;
-        let started = Self::start_agent(config, policy, listener, registry, paths).await;
+        let bridge_path = bridge_path(&paths, &policy);
+        let bridge_listener = match bind_bridge(&bridge_path, &policy) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_file(&paths.socket);
+                return Err(e);
+            }
+        };
+        let started =
+            Self::start_agent(config, policy, (listener, bridge_listener), registry, paths).await;
         if let Err(e) = &started {
+            let _ = std::fs::remove_file(&bridge_path);
             tracing::warn!("the ACP session did not start: {e}");
         }
         started
@@ -127,7 +142,7 @@ impl AcpSupervisor {
     async fn start_agent(
         config: AcpConfig,
         policy: Policy,
-        listener: Listener,
+        (listener, bridge_listener): (Listener, BridgeListener),
         registry: Registry,
         paths: SessionPaths,
     ) -> Result<Self, AcpError> {
@@ -158,7 +173,17 @@ impl AcpSupervisor {
                 terminate,
             }),
         };
+        let bridge = Bridge::new(
+            handle.clone(),
+            &launched.initialize,
+            config.agent.cwd.clone(),
+            policy.clients().clone(),
+            launched.asks,
+        );
+        #[cfg(unix)]
+        bridge.listening_at(bridge_path(&paths, &policy));
         let endpoint = Arc::new(Endpoint {
+            bridge: bridge.clone(),
             handle: handle.clone(),
             info: SessionInfo {
                 record,
@@ -170,6 +195,8 @@ impl AcpSupervisor {
         });
         Ok(Self {
             handle,
+            bridge,
+            bridge_listener,
             endpoint,
             listener,
             agent: launched.agent,
@@ -189,6 +216,11 @@ impl AcpSupervisor {
         self.handle.clone()
     }
 
+    /// Where clients attach.
+    pub fn bridge(&self) -> Arc<Bridge> {
+        self.bridge.clone()
+    }
+
     pub fn record(&self) -> &SessionRecord {
         &self.endpoint.info.record
     }
@@ -198,12 +230,17 @@ impl AcpSupervisor {
         let mut signals = TerminationSignals::new();
         let turns = self.handle.inner.turns.clone();
         let mut ended_turns = turns.watch_ended();
-        // Idle since the start or the last turn's end.
+        let mut attached = self.bridge.attached();
+        // Idle since the start or the last turn's end; alone since the
+        // start or the last client's leaving.
         let mut idle_since = tokio::time::Instant::now();
+        let mut alone_since = Some(idle_since);
         let mut connections = tokio::task::JoinSet::new();
+        let bridge = self.serve_bridge();
         let reason = loop {
-            let idle_deadline = match self.end {
+            let deadline = match self.end {
                 End::Idle(after) => Some(idle_since + after),
+                End::NoClient(after) => alone_since.map(|since| since + after),
                 _ => None,
             };
             tokio::select! {
@@ -235,7 +272,21 @@ impl AcpSupervisor {
                     }
                     idle_since = tokio::time::Instant::now();
                 }
-                _ = sleep_until(idle_deadline) => {
+                changed = attached.changed() => {
+                    let now = *attached.borrow_and_update();
+                    if changed.is_err() || now.clients > 0 {
+                        alone_since = None;
+                    } else if alone_since.is_none() {
+                        alone_since = Some(tokio::time::Instant::now());
+                        if self.end == End::LastClientLeft && now.ever {
+                            break Stop::End("the policy's end condition: the last client left".into(), self.kill_grace);
+                        }
+                    }
+                }
+                _ = sleep_until(deadline) => {
+                    if let End::NoClient(_) = self.end {
+                        break Stop::End("the policy's end condition: no client attached".into(), self.kill_grace);
+                    }
                     if turns.running().is_none() {
                         break Stop::End("the policy's end condition: idle".into(), self.kill_grace);
                     }
@@ -243,6 +294,7 @@ impl AcpSupervisor {
                 }
             }
         };
+        bridge.abort();
         let ended = self.finish(reason).await;
         // They see the exit and close; the last answers go out first.
         let _ = tokio::time::timeout(CLIENT_FAREWELL, async {
@@ -264,7 +316,50 @@ impl AcpSupervisor {
         let _ = self.exit_tx.send(Some(exit.clone()));
         self.registry
             .remove_files(&self.paths, &self.endpoint.info.record.socket);
+        if let Some(socket) = self.bridge.socket() {
+            let _ = std::fs::remove_file(socket);
+        }
         Ended { exit, reason }
+    }
+
+    /// Accepts clients on the bridge socket, in a task of its own.
+    fn serve_bridge(&mut self) -> tokio::task::JoinHandle<()> {
+        #[cfg(unix)]
+        if let Some(listener) = self.bridge_listener.take() {
+            return tokio::spawn(super::bridge::listen::serve(self.bridge.clone(), listener));
+        }
+        tokio::spawn(async {})
+    }
+}
+
+/// The bridge socket, bound at start and served by the run loop (none on
+/// a platform without one yet).
+#[cfg(unix)]
+type BridgeListener = Option<Listener>;
+#[cfg(not(unix))]
+type BridgeListener = Option<()>;
+
+fn bridge_path(paths: &SessionPaths, policy: &Policy) -> PathBuf {
+    #[cfg(unix)]
+    return super::bridge::listen::socket_path(&paths.socket, policy.clients().socket.as_deref());
+    #[cfg(not(unix))]
+    return paths.socket.with_extension("acp");
+}
+
+fn bind_bridge(path: &std::path::Path, policy: &Policy) -> Result<BridgeListener, AcpError> {
+    #[cfg(unix)]
+    return super::bridge::listen::bind(path, policy.clients().admits_others())
+        .map(Some)
+        .map_err(|e| {
+            AcpError::Start(format!(
+                "cannot listen for clients at {}: {e}",
+                path.display()
+            ))
+        });
+    #[cfg(not(unix))]
+    {
+        let _ = (path, policy);
+        Ok(None)
     }
 }
 
@@ -278,6 +373,8 @@ enum Stop {
 /// The agent started, its connection running, its session open.
 struct Launched {
     agent: AgentProcess,
+    initialize: InitializeResponse,
+    asks: Arc<Asks>,
     connection: tokio::task::JoinHandle<Result<(), agent_client_protocol::Error>>,
     stop: oneshot::Sender<()>,
     cx: ConnectionTo<Agent>,
@@ -309,11 +406,13 @@ async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpErro
         lines::incoming(stdout, tap.clone()),
     );
     let turns = Arc::new(Turns::default());
+    let asks = Asks::new(tap.clone());
     let ctx = Arc::new(Context {
         policy: policy.clone(),
         cwd: config.agent.cwd.clone(),
         tap: tap.clone(),
         turns: turns.clone(),
+        asks: asks.clone(),
     });
     let (ready_tx, ready_rx) = oneshot::channel();
     let (stop, stop_rx) = oneshot::channel();
@@ -328,7 +427,7 @@ async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpErro
             last_line(&agent.last_stderr_after_exit().await)
         ))),
     };
-    let (cx, session_id, info) = match opened {
+    let (cx, session_id, info, initialize) = match opened {
         Ok(o) => o,
         Err(e) => {
             tap.note(format!("start failed: {e}"));
@@ -338,6 +437,8 @@ async fn launch(config: &AcpConfig, policy: &Policy) -> Result<Launched, AcpErro
     };
     Ok(Launched {
         agent,
+        initialize,
+        asks,
         connection,
         stop,
         cx,
@@ -378,7 +479,15 @@ async fn open(
     ready: oneshot::Receiver<ConnectionTo<Agent>>,
     policy: &Policy,
     config: &AcpConfig,
-) -> Result<(ConnectionTo<Agent>, SessionId, AgentInfo), AcpError> {
+) -> Result<
+    (
+        ConnectionTo<Agent>,
+        SessionId,
+        AgentInfo,
+        InitializeResponse,
+    ),
+    AcpError,
+> {
     let cx = ready
         .await
         .map_err(|_| AcpError::Start("the ACP connection ended before it was ready".into()))?;
@@ -417,7 +526,7 @@ async fn open(
                 ))
             })?;
     }
-    Ok((cx, session_id, info))
+    Ok((cx, session_id, info, init))
 }
 
 /// Continues session `id`: `session/resume` first (it replays nothing, and

@@ -37,6 +37,7 @@ pub fn transcript_path(state_dir: &Path, id: &str) -> PathBuf {
 }
 
 pub struct Tap {
+    path: PathBuf,
     inner: Mutex<Files>,
     live: broadcast::Sender<Arc<Entry>>,
 }
@@ -59,6 +60,7 @@ impl Tap {
         let transcript = append_private(path)?;
         let record = record.map(append_private).transpose()?;
         Ok(Arc::new(Self {
+            path: path.to_owned(),
             inner: Mutex::new(Files {
                 transcript,
                 record,
@@ -66,6 +68,11 @@ impl Tap {
             }),
             live: broadcast::channel(FOLLOWERS_BUFFER).0,
         }))
+    }
+
+    /// The transcript file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Taps one JSON-RPC line as it passes in `dir`.

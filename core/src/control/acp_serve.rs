@@ -58,6 +58,9 @@ pub struct AcpServeOptions {
     pub prompt: Option<String>,
     /// Start a new ACP session even when the runtime is bound to one.
     pub new_session: bool,
+    /// Hold the first prompt until a controller attaches.
+    #[serde(default)]
+    pub wait_for_client: bool,
     pub heartbeat_ms: u64,
     /// The project's state directory (the transcript is kept there).
     pub state_dir: PathBuf,
@@ -74,6 +77,9 @@ pub struct Started {
     pub agent_name: Option<String>,
     pub agent_version: Option<String>,
     pub transcript: PathBuf,
+    /// Where ACP clients attach (`acp attach`).
+    #[serde(default)]
+    pub bridge: Option<PathBuf>,
 }
 
 /// Starts the runtime detached and returns once it is ONLINE.
@@ -174,6 +180,7 @@ pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ende
         online.publish(&mut record, supervisor.record().pid)?;
         online.start_tasks(record.id, handle.clone());
         let status = handle.status();
+        let bridge = supervisor.bridge();
         ready(&Started {
             id: opts.id.to_string(),
             supervisor_pid: std::process::id(),
@@ -182,9 +189,11 @@ pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ende
             agent_name: status.agent_name,
             agent_version: status.agent_version,
             transcript,
+            bridge: bridge.socket(),
         });
         if let Some(text) = opts.prompt.clone() {
-            tokio::spawn(first_turn(handle.clone(), text));
+            let held = opts.wait_for_client.then(|| bridge.attached());
+            tokio::spawn(first_turn(handle.clone(), text, held));
         }
         let ended = supervisor.run().await;
         let reason = format!("{} ({})", ended.reason, ended.exit);
@@ -199,8 +208,21 @@ fn acp_error(e: AcpError) -> ControlError {
 }
 
 /// The first turn (`--prompt`): a prompt like a delivery's, which no
-/// message stands behind; its outcome is in the transcript.
-async fn first_turn(handle: AcpHandle, text: String) {
+/// message stands behind; its outcome is in the transcript. `held`: it
+/// waits until a controller is attached (`--wait-for-client`).
+async fn first_turn(
+    handle: AcpHandle,
+    text: String,
+    held: Option<tokio::sync::watch::Receiver<crate::acp::bridge::Attached>>,
+) {
+    if let Some(mut attached) = held {
+        handle
+            .tap()
+            .note("the first prompt waits for a controller to attach (--wait-for-client)");
+        if attached.wait_for(|a| a.controllers > 0).await.is_err() {
+            return;
+        }
+    }
     let options = DeliveryOptions {
         try_only: false,
         timeout_ms: DEFAULT_TIMEOUT_MS,

@@ -124,6 +124,26 @@ pub struct AcpStatus {
     pub turn_started: Option<u64>,
     /// Turns ended since the supervisor started.
     pub turns: u64,
+    /// The bridge socket ACP clients attach to (`acp attach`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<std::path::PathBuf>,
+    /// The clients attached now, in the order they came.
+    #[serde(default)]
+    pub clients: Vec<AttachedClient>,
+}
+
+/// An ACP client attached to a runtime's bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachedClient {
+    /// Its number in this run (`client-N` in the transcript).
+    pub seat: u64,
+    /// `controller` or `observer`.
+    pub role: String,
+    pub uid: u32,
+    /// `socket` or `websocket`.
+    pub via: String,
+    /// When it connected (UTC ISO 8601).
+    pub since: String,
 }
 
 /// One line of an ACP runtime's transcript: a JSON-RPC message in either

@@ -1,0 +1,257 @@
+//! The bridge: ACP clients attach to a running ACP runtime.
+//!
+//! The runtime owns the agent's one connection (the agent is started and
+//! initialized once); the bridge is the agent as each client sees it. Every
+//! client speaks plain ACP on its own connection — a Unix socket beside the
+//! runtime's endpoint (`acp attach`), or a WebSocket — and is served through
+//! the crate's agent role, so request ids are each connection's own: an
+//! answer reaches only the client that asked, and a client's
+//! `$/cancel_request` is carried to the agent under the agent's id.
+//!
+//! - A plain client just works: `initialize` is answered from the agent's
+//!   own answer; `session/new`, `session/load` and `session/resume` join the
+//!   running session (with the whole transcript replayed, or not), and
+//!   `session/list` lists it.
+//! - Every client sees every update ([`history`]): the agent's, and every
+//!   prompt sent in the session, whoever sent it.
+//! - Controllers prompt — one turn at a time, with the runtime's own
+//!   deliveries — cancel, and answer the permission requests the policy
+//!   leaves to them ([`asks`]); observers only watch. Nothing a client says
+//!   reaches the agent except a prompt and a cancel: the mode, the files and
+//!   the terminals stay as the policy set them.
+//! - A client that reads nothing is dropped once it is [`MAX_BACKLOG`]
+//!   lines behind, so it slows nobody and holds bounded memory.
+//!
+//! Who may connect is decided before a line is read ([`access`]).
+
+pub mod access;
+pub mod asks;
+#[cfg(unix)]
+pub mod attach;
+pub mod ext;
+pub mod history;
+#[cfg(unix)]
+pub mod listen;
+mod seat;
+pub mod wire;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{InitializeResponse, SessionId};
+use futures::{Sink, Stream};
+use tokio::sync::watch;
+
+use self::asks::Asks;
+use super::handle::AcpHandle;
+use super::policy::Clients;
+use crate::socket::protocol::AttachedClient;
+use crate::time::now_iso;
+
+/// Lines a client may fall behind by before it is dropped.
+pub const MAX_BACKLOG: u64 = 4096;
+
+/// What a client may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Updates only.
+    Observer,
+    /// Prompts, cancels and answers permission requests too.
+    Controller,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Observer => "observer",
+            Role::Controller => "controller",
+        }
+    }
+}
+
+/// Who is on the other end of a new connection, as its credentials say.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub uid: u32,
+    /// The most this peer may do (a client can narrow it, never widen it).
+    pub role: Role,
+    /// `socket` or `websocket`.
+    pub via: &'static str,
+}
+
+/// A client's connection as lines: what it sends, what it is sent, and how
+/// many lines of those it has taken (see [`wire`]).
+pub struct ClientLines<I, O> {
+    pub incoming: I,
+    pub outgoing: O,
+    pub written: Arc<AtomicU64>,
+}
+
+/// How many clients are attached, for the end conditions and
+/// `--wait-for-client`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attached {
+    pub clients: usize,
+    pub controllers: usize,
+    /// Whether any client has attached since the start.
+    pub ever: bool,
+}
+
+pub struct Bridge {
+    handle: AcpHandle,
+    /// The agent's `initialize` answer as clients are given it.
+    initialize: InitializeResponse,
+    cwd: PathBuf,
+    clients: Clients,
+    asks: Arc<Asks>,
+    seats: Mutex<BTreeMap<u64, Arc<seat::Seat>>>,
+    next_seat: AtomicU64,
+    attached: watch::Sender<Attached>,
+    socket: Mutex<Option<PathBuf>>,
+}
+
+/// How a seat is named in the transcript and to other clients.
+pub fn seat_name(seat: u64) -> String {
+    format!("client-{seat}")
+}
+
+impl Bridge {
+    /// The bridge of the runtime `handle` serves; `initialize` is the
+    /// agent's answer, `asks` what the runtime's permission handler puts
+    /// to controllers.
+    pub fn new(
+        handle: AcpHandle,
+        initialize: &InitializeResponse,
+        cwd: PathBuf,
+        clients: Clients,
+        asks: Arc<Asks>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            handle,
+            initialize: as_served(initialize),
+            cwd,
+            clients,
+            asks,
+            seats: Mutex::default(),
+            next_seat: AtomicU64::new(1),
+            attached: watch::channel(Attached::default()).0,
+            socket: Mutex::default(),
+        })
+    }
+
+    /// Serves one client until it leaves, the runtime ends, or it falls
+    /// too far behind.
+    pub async fn serve<I, O>(self: Arc<Self>, lines: ClientLines<I, O>, peer: Peer)
+    where
+        I: Stream<Item = std::io::Result<String>> + Send + 'static,
+        O: Sink<String, Error = std::io::Error> + Send + 'static,
+    {
+        let seat = self.seat_for(&peer, lines.written.clone());
+        self.handle.tap().note(format!(
+            "{} attached ({}, uid {}, via {})",
+            seat.name,
+            peer.role.as_str(),
+            peer.uid,
+            peer.via
+        ));
+        let transport = agent_client_protocol::Lines::new(lines.outgoing, lines.incoming);
+        let why = seat::serve(self.clone(), seat.clone(), transport).await;
+        self.leave(&seat, &why);
+    }
+
+    /// Whether clients are attached now, and ever were.
+    pub fn attached(&self) -> watch::Receiver<Attached> {
+        self.attached.subscribe()
+    }
+
+    /// The clients attached now.
+    pub fn list(&self) -> Vec<AttachedClient> {
+        self.lock_seats()
+            .values()
+            .map(|s| AttachedClient {
+                seat: s.id,
+                role: s.role().as_str().into(),
+                uid: s.uid,
+                via: s.via.into(),
+                since: s.since.clone(),
+            })
+            .collect()
+    }
+
+    /// The bridge listens at `path`.
+    pub fn listening_at(&self, path: PathBuf) {
+        *self.socket.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+    }
+
+    /// Where the bridge socket is, once it listens.
+    pub fn socket(&self) -> Option<PathBuf> {
+        self.socket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn policy(&self) -> &Clients {
+        &self.clients
+    }
+
+    pub fn handle(&self) -> &AcpHandle {
+        &self.handle
+    }
+
+    fn session_id(&self) -> SessionId {
+        SessionId::new(self.handle.session_id())
+    }
+
+    fn seat_for(&self, peer: &Peer, written: Arc<AtomicU64>) -> Arc<seat::Seat> {
+        let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
+        let seat = Arc::new(seat::Seat::new(id, peer, now_iso(), written));
+        self.lock_seats().insert(id, seat.clone());
+        self.recount();
+        seat
+    }
+
+    fn leave(&self, seat: &seat::Seat, why: &str) {
+        self.lock_seats().remove(&seat.id);
+        self.asks.controller_left(seat.id);
+        self.recount();
+        self.handle.tap().note(format!("{} left: {why}", seat.name));
+    }
+
+    /// A seat's role changed, or it came or went.
+    fn recount(&self) {
+        let seats = self.lock_seats();
+        let controllers = seats
+            .values()
+            .filter(|s| s.role() == Role::Controller && s.joined())
+            .count();
+        let clients = seats.len();
+        self.attached.send_modify(|a| {
+            a.ever |= clients > 0;
+            a.clients = clients;
+            a.controllers = controllers;
+        });
+    }
+
+    fn lock_seats(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<seat::Seat>>> {
+        self.seats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The agent's `initialize` answer as the bridge serves it: the bridge
+/// itself loads, resumes and lists the running session (whatever the agent
+/// offers), and the runtime is authenticated already.
+fn as_served(agent: &InitializeResponse) -> InitializeResponse {
+    use agent_client_protocol::schema::ProtocolVersion;
+    use agent_client_protocol::v1::schema::{SessionListCapabilities, SessionResumeCapabilities};
+    let mut served = agent.clone();
+    served.protocol_version = ProtocolVersion::V1;
+    served.auth_methods.clear();
+    let capabilities = &mut served.agent_capabilities;
+    capabilities.load_session = true;
+    capabilities.session_capabilities.list = Some(SessionListCapabilities::new());
+    capabilities.session_capabilities.resume = Some(SessionResumeCapabilities::new());
+    served
+}

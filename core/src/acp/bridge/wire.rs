@@ -1,0 +1,54 @@
+//! A client's connection as the ACP crate's line transport.
+//!
+//! Lines in are bounded as the agent's are ([`MAX_LINE`]); lines out are
+//! counted as they are written, so that the bridge can tell a client that
+//! reads nothing from one that is merely busy: the crate queues what the
+//! bridge sends, and the count of lines the socket took is the only sign
+//! of a reader at the other end.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::{Sink, Stream};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::acp::lines::{next_line, Line, MAX_LINE};
+
+/// A client's lines, in.
+pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
+    read: R,
+) -> impl Stream<Item = io::Result<String>> + Send + 'static {
+    let reader = BufReader::with_capacity(64 * 1024, read);
+    futures::stream::unfold(reader, |mut reader| async move {
+        loop {
+            match next_line(&mut reader).await {
+                Ok(Line::Eof) => return None,
+                Ok(Line::Text(line)) if line.trim().is_empty() => continue,
+                Ok(Line::Text(line)) => return Some((Ok(line), reader)),
+                Ok(Line::TooLong(len)) => {
+                    tracing::warn!("dropped a line of {len} bytes from a client: over the {MAX_LINE}-byte limit");
+                }
+                Err(e) => return Some((Err(e), reader)),
+            }
+        }
+    })
+}
+
+/// Lines for a client, each counted in `written` once the socket took it.
+pub fn outgoing<W: AsyncWrite + Unpin + Send + 'static>(
+    write: W,
+    written: Arc<AtomicU64>,
+) -> impl Sink<String, Error = io::Error> + Send + 'static {
+    futures::sink::unfold(
+        (write, written),
+        |(mut write, written), line: String| async move {
+            let mut bytes = line.into_bytes();
+            bytes.push(b'\n');
+            write.write_all(&bytes).await?;
+            write.flush().await?;
+            written.fetch_add(1, Ordering::Release);
+            Ok((write, written))
+        },
+    )
+}
