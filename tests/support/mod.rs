@@ -1,6 +1,8 @@
 //! The one harness of the end-to-end tests (`tests/*.rs`), which run the
 //! real binaries:
 //!
+//! - [`acp`]: ACP runtimes served by the fake agent, and their transcripts;
+//! - [`acp_client`]: an ACP client on `acp attach`;
 //! - [`env`]: one test's private world ([`env::TestEnv`]) and its cleanup
 //!   by pid;
 //! - [`run`]: the one bounded command runner;
@@ -18,6 +20,8 @@
 // another one uses.
 #![allow(dead_code)]
 
+pub mod acp;
+pub mod acp_client;
 pub mod cells;
 pub mod env;
 pub mod fakes;

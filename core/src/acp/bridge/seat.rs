@@ -303,7 +303,8 @@ fn attach(
         }
     }
     let wanted = match request.role.as_deref() {
-        None | Some("controller") => seat.role(),
+        None => seat.role(),
+        Some("controller") => Role::Controller,
         Some("observer") => Role::Observer,
         Some(other) => {
             return responder.respond_with_error(invalid(format!(

@@ -1,0 +1,496 @@
+//! The bridge end to end (`acp attach`), with the FAKE ACP agent
+//! (`tests/fakes/acp_agent.py`): several clients on one running session,
+//! controllers and observers, permission requests put to people, joining
+//! late, reconnecting, bad input from clients, who may attach, and the
+//! session's life with clients. The real agents do the same in
+//! tests/acp_real.rs.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::acp::{deliver, messages, notes, show, transcript, Served};
+use support::acp_client::{position, AcpClient};
+use support::env::TestEnv;
+use support::fakes::fake_events;
+use support::wait_until;
+
+/// A policy that leaves edits to the people attached.
+fn ask_policy(env: &TestEnv, extra: &str) -> String {
+    let path = env.base().join("policy.toml");
+    let text = format!(
+        "[permissions]\nask_timeout = \"20s\"\nask_fallback = \"reject_once\"\n[[permissions.rule]]\ntool_kind = \"edit\"\nanswer = \"ask\"\n{extra}"
+    );
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn prompt_params(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+fn is_update_with(msg: &Value, text: &str) -> bool {
+    msg["method"] == "session/update"
+        && msg["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(text))
+}
+
+fn error_code(response: &Value) -> Option<i64> {
+    response["error"]["code"].as_i64()
+}
+
+#[test]
+fn two_controllers_and_an_observer_see_one_turn_and_only_one_prompt_runs() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let mut b = AcpClient::attach(&env, "b", &["rt"]);
+    let mut o = AcpClient::attach(&env, "o", &["rt", "--read-only"]);
+    let session = a.join();
+    assert_eq!(session, served.session_id());
+    b.join();
+    o.join();
+    let shown = show(&env, "rt");
+    let mut roles: Vec<&str> = shown["acp"]["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["role"].as_str().unwrap())
+        .collect();
+    roles.sort();
+    assert_eq!(roles, ["controller", "controller", "observer"], "{shown}");
+
+    let asked = a.request(
+        "session/prompt",
+        prompt_params(&session, "from a TURN_MS=1500"),
+    );
+    // Everyone sees the turn start…
+    for client in [&mut a, &mut b, &mut o] {
+        client.wait_for("the turn's first update", |m| {
+            is_update_with(m, "working on: from a")
+        });
+    }
+    // …and, while it runs, the other controller's prompt and the
+    // observer's are refused, and never reach the agent.
+    let refused = b.request("session/prompt", prompt_params(&session, "from b"));
+    assert_eq!(error_code(&b.response(&refused)), Some(-32001));
+    let refused = o.request("session/prompt", prompt_params(&session, "from o"));
+    let answer = o.response(&refused);
+    assert_eq!(error_code(&answer), Some(-32001));
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("read-only"),
+        "{answer}"
+    );
+    o.notify("session/cancel", json!({"sessionId": session}));
+
+    let ended = a.response(&asked);
+    assert_eq!(ended["result"]["stopReason"], "end_turn", "{ended}");
+    for client in [&mut b, &mut o] {
+        client.wait_for("the turn's last update", |m| is_update_with(m, "done"));
+        // The others see the prompt itself, as the agent's replay would.
+        assert_eq!(client.texts("user_message_chunk"), ["from a TURN_MS=1500"]);
+    }
+    a.wait_for("the turn's last update", |m| is_update_with(m, "done"));
+    assert!(
+        a.texts("user_message_chunk").is_empty(),
+        "its own prompt is not echoed live"
+    );
+    assert_eq!(served.prompted(), ["from a TURN_MS=1500"]);
+    assert!(
+        fake_events(&served.log, "cancel").is_empty(),
+        "the observer's cancel reached the agent"
+    );
+    // The three saw the same updates.
+    let agent_said = |c: &AcpClient| c.texts("agent_message_chunk");
+    assert_eq!(agent_said(&a), agent_said(&b));
+    assert_eq!(agent_said(&b), agent_said(&o));
+}
+
+#[test]
+fn a_permission_ask_goes_to_every_controller_and_the_first_valid_answer_wins() {
+    let env = TestEnv::new();
+    let policy = ask_policy(&env, "");
+    let served = Served::start(&env, "rt", "permission", &[], &["--policy", &policy]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let mut b = AcpClient::attach(&env, "b", &["rt"]);
+    let mut c = AcpClient::attach(&env, "c", &["rt"]);
+    let mut o = AcpClient::attach(&env, "o", &["rt", "--read-only"]);
+    let session = a.join();
+    for client in [&mut b, &mut c, &mut o] {
+        client.join();
+    }
+    let asked = a.request("session/prompt", prompt_params(&session, "edit the notes"));
+    let is_ask = |m: &Value| m["method"] == "session/request_permission";
+    let to_a = a.wait_for("the permission request", is_ask);
+    let to_b = b.wait_for("the permission request", is_ask);
+    let to_c = c.wait_for("the permission request", is_ask);
+    assert_eq!(to_a["params"]["toolCall"]["title"], "Edit notes.txt");
+    // An answer the agent did not offer is no answer…
+    a.respond(
+        &to_a["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "yes-to-everything"}}),
+    );
+    // …the first valid one wins…
+    b.respond(
+        &to_b["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
+    );
+    assert_eq!(a.response(&asked)["result"]["stopReason"], "end_turn");
+    // …and the others are told; one still asked has the question withdrawn.
+    for client in [&mut a, &mut c] {
+        let resolved = client.wait_for("the resolution", |m| {
+            m["method"] == "_agent_comms/permission_resolved"
+        });
+        assert_eq!(resolved["params"]["optionId"], "allow", "{resolved}");
+        assert_eq!(resolved["params"]["toolCallId"], "call_fake_1");
+    }
+    c.wait_for("the withdrawal", |m| {
+        m["method"] == "$/cancel_request" && m["params"]["requestId"] == to_c["id"]
+    });
+    // A late answer changes nothing.
+    c.respond(
+        &to_c["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
+    );
+    let answers = fake_events(&served.log, "answer");
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        answers[0]["answer"]["result"]["outcome"]["optionId"],
+        "allow"
+    );
+    // The observer watched but was never asked.
+    o.wait_for("the turn's end", |m| is_update_with(m, "permission: allow"));
+    assert!(!o.seen.iter().any(is_ask));
+    let notes = notes(&transcript(&env, "rt"));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("which the agent did not offer: ignored")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.ends_with("answered the permission request: allow")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn the_last_controller_leaving_with_a_permission_pending_gets_the_fallback() {
+    let env = TestEnv::new();
+    let policy = ask_policy(&env, "");
+    let served = Served::start(&env, "rt", "permission", &[], &["--policy", &policy]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let mut o = AcpClient::attach(&env, "o", &["rt", "--read-only"]);
+    let session = a.join();
+    o.join();
+    a.request("session/prompt", prompt_params(&session, "edit the notes"));
+    a.wait_for("the permission request", |m| {
+        m["method"] == "session/request_permission"
+    });
+    assert!(a.close().success());
+    // The policy's fallback (reject_once) answers at once; the turn goes on.
+    o.wait_for("the turn's end", |m| {
+        is_update_with(m, "permission: reject")
+    });
+    let answers = fake_events(&served.log, "answer");
+    assert_eq!(
+        answers[0]["answer"]["result"]["outcome"]["optionId"], "reject",
+        "{answers:?}"
+    );
+    let notes = notes(&transcript(&env, "rt"));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("the last controller left: the policy's fallback answers")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn nobody_answering_in_time_gets_the_fallback_and_nobody_attached_gets_it_at_once() {
+    let env = TestEnv::new();
+    let policy = env.base().join("quick.toml");
+    std::fs::write(
+        &policy,
+        "[permissions]\ndefault = \"ask\"\nask_timeout = \"1s\"\nask_fallback = \"allow_once\"\n",
+    )
+    .unwrap();
+    let policy = policy.display().to_string();
+    let served = Served::start(&env, "rt", "permission", &[], &["--policy", &policy]);
+    // Nobody attached: answered at once by the fallback.
+    let evidence = deliver(&env, "rt", "edit alone").ok().json();
+    assert_eq!(evidence["stop_reason"], "end_turn");
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let session = a.join();
+    let asked = a.request("session/prompt", prompt_params(&session, "edit again"));
+    a.wait_for("the permission request", |m| {
+        m["method"] == "session/request_permission"
+    });
+    // Not answered: after the timeout the fallback does, and the
+    // question is withdrawn.
+    a.wait_for("the withdrawal", |m| m["method"] == "$/cancel_request");
+    assert_eq!(a.response(&asked)["result"]["stopReason"], "end_turn");
+    let chosen: Vec<Value> = fake_events(&served.log, "answer")
+        .iter()
+        .map(|a| a["answer"]["result"]["outcome"]["optionId"].clone())
+        .collect();
+    assert_eq!(chosen, [json!("allow"), json!("allow")]);
+    let notes = notes(&transcript(&env, "rt"));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("no controller is attached")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("nobody answered within 1 s")),
+        "{notes:?}"
+    );
+}
+
+/// The updates and prompts the tap holds for the session, from position
+/// `from` on: what a client must have been shown, one position each.
+fn shown_positions(env: &TestEnv, session: &str, from: u64) -> Vec<u64> {
+    transcript(env, "rt")
+        .iter()
+        .filter(|e| e["seq"].as_u64().unwrap() >= from)
+        .filter(|e| {
+            let msg = &e["msg"];
+            msg["params"]["sessionId"] == session
+                && ((e["dir"] == "from_agent" && msg["method"] == "session/update")
+                    || (e["dir"] == "to_agent" && msg["method"] == "session/prompt"))
+        })
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_client_joining_mid_turn_gets_the_replay_then_live_with_nothing_missed_or_doubled() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let session = served.session_id();
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    a.join();
+    a.call("session/prompt", prompt_params(&session, "the first turn"));
+    let asked = a.request(
+        "session/prompt",
+        prompt_params(&session, "the second TURN_MS=1500"),
+    );
+    a.wait_for("the second turn's start", |m| {
+        is_update_with(m, "working on: the second")
+    });
+    let mut late = AcpClient::attach(&env, "late", &["rt"]);
+    late.join();
+    a.response(&asked);
+    late.wait_for("the second turn's end", |m| {
+        is_update_with(m, "done")
+            && position(&m["params"]) > 0
+            && m["params"]["update"]["content"]["text"] == " — done."
+    });
+    // Wait for the last one, then compare with the tap.
+    let last = *shown_positions(&env, &session, 0).last().unwrap();
+    late.wait_for("the last update", |m| {
+        m["method"] == "session/update" && position(&m["params"]) == last
+    });
+    let got: Vec<u64> = late.updates().iter().map(|u| position(u)).collect();
+    assert_eq!(got, shown_positions(&env, &session, 0));
+    assert_eq!(
+        late.texts("user_message_chunk"),
+        ["the first turn", "the second TURN_MS=1500"]
+    );
+}
+
+#[test]
+fn a_client_reconnecting_from_its_position_gets_exactly_what_it_missed() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let session = served.session_id();
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    a.join();
+    a.call("session/prompt", prompt_params(&session, "before the drop"));
+    let last_seen = a.updates().iter().map(|u| position(u)).max().unwrap();
+    drop(a); // the link drops
+    deliver(&env, "rt", "while it was away").ok();
+    let mut again = AcpClient::attach(&env, "again", &["rt"]);
+    again.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let joined = again.call(
+        "_agent_comms/attach",
+        json!({"sessionId": session, "after": last_seen}),
+    );
+    assert_eq!(joined["role"], "controller");
+    let got: Vec<u64> = again.updates().iter().map(|u| position(u)).collect();
+    assert_eq!(got, shown_positions(&env, &session, last_seen + 1));
+    assert_eq!(again.texts("user_message_chunk"), ["while it was away"]);
+    assert!(joined["position"].as_u64().unwrap() > last_seen);
+}
+
+#[test]
+fn pending_only_history_shows_just_the_running_turn() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let session = served.session_id();
+    deliver(&env, "rt", "an old turn").ok();
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    a.join();
+    let asked = a.request(
+        "session/prompt",
+        prompt_params(&session, "the running one TURN_MS=1500"),
+    );
+    a.wait_for("the turn's start", |m| {
+        is_update_with(m, "working on: the running")
+    });
+    let mut p = AcpClient::attach(&env, "p", &["rt"]);
+    p.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    p.call(
+        "_agent_comms/attach",
+        json!({"history": "pending_only", "role": "observer"}),
+    );
+    assert_eq!(
+        p.texts("user_message_chunk"),
+        ["the running one TURN_MS=1500"]
+    );
+    assert!(p
+        .texts("agent_message_chunk")
+        .iter()
+        .all(|t| !t.contains("an old turn")));
+    let refused = p.request("session/prompt", prompt_params(&session, "may I?"));
+    assert_eq!(error_code(&p.response(&refused)), Some(-32001));
+    // Once it chose to observe, it cannot take control back.
+    let widen = p.request("_agent_comms/attach", json!({"role": "controller"}));
+    assert_eq!(error_code(&p.response(&widen)), Some(-32001));
+    a.response(&asked);
+}
+
+#[test]
+fn bad_json_unknown_methods_and_settings_get_errors_and_never_reach_the_agent() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let session = a.join();
+    let before = messages(&transcript(&env, "rt"), "to_agent").len();
+    a.send_raw("{this is not json");
+    let parse = a.wait_for("the parse error", |m| m["error"]["code"] == -32700);
+    assert!(parse["id"].is_null(), "{parse}");
+    let unknown = a.request(
+        "fs/read_text_file",
+        json!({"sessionId": session, "path": "/etc/passwd"}),
+    );
+    assert_eq!(error_code(&a.response(&unknown)), Some(-32601));
+    let mode = a.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "yolo"}),
+    );
+    assert_eq!(error_code(&a.response(&mode)), Some(-32001));
+    let other = a.request("session/prompt", prompt_params("not-this-session", "hi"));
+    assert_eq!(error_code(&a.response(&other)), Some(-32602));
+    let load = a.request(
+        "session/load",
+        json!({"sessionId": "nope", "cwd": "/", "mcpServers": []}),
+    );
+    assert_eq!(error_code(&a.response(&load)), Some(-32602));
+    assert_eq!(messages(&transcript(&env, "rt"), "to_agent").len(), before);
+    // And the connection goes on.
+    a.call("session/prompt", prompt_params(&session, "still here"));
+    assert_eq!(served.prompted(), ["still here"]);
+}
+
+#[test]
+fn a_client_asking_for_protocol_2_is_answered_with_1_and_new_session_joins() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    deliver(&env, "rt", "earlier").ok();
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let init = a.call(
+        "initialize",
+        json!({"protocolVersion": 2, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(init["agentInfo"]["name"], "fake-acp-agent");
+    let new = a.call("session/new", json!({"cwd": "/", "mcpServers": []}));
+    assert_eq!(new["sessionId"], served.session_id().as_str());
+    assert_eq!(
+        a.texts("user_message_chunk"),
+        ["earlier"],
+        "replayed before the answer"
+    );
+    let resumed = AcpClient::attach(&env, "r", &["rt"]);
+    let mut r = resumed;
+    r.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    r.call(
+        "session/resume",
+        json!({"sessionId": served.session_id(), "cwd": "/"}),
+    );
+    assert!(r.updates().is_empty(), "resume replays nothing");
+}
+
+#[test]
+fn the_policy_can_end_the_run_when_the_last_client_leaves() {
+    let env = TestEnv::new();
+    let policy = env.base().join("end.toml");
+    std::fs::write(&policy, "[end]\nwhen = \"last-client-left\"\n").unwrap();
+    let served = Served::start(
+        &env,
+        "rt",
+        "normal",
+        &[],
+        &["--policy", &policy.display().to_string()],
+    );
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    a.join();
+    assert!(a.close().success());
+    wait_until("the runtime to end", || {
+        show(&env, "rt")["status"] == "OFFLINE"
+    });
+    let reason = show(&env, "rt")["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(reason.contains("the last client left"), "{reason}");
+    let _ = served;
+}
+
+#[test]
+fn wait_for_client_holds_the_first_prompt_until_a_controller_attaches() {
+    let env = TestEnv::new();
+    let served = Served::start(
+        &env,
+        "rt",
+        "normal",
+        &[],
+        &["--wait-for-client", "--prompt", "the held prompt"],
+    );
+    let mut o = AcpClient::attach(&env, "o", &["rt", "--read-only"]);
+    o.join();
+    // It waits (it says so), and an observer does not release it.
+    wait_until("the held prompt's note", || {
+        notes(&transcript(&env, "rt"))
+            .iter()
+            .any(|n| n.starts_with("the first prompt waits for a controller"))
+    });
+    assert_eq!(show(&env, "rt")["acp"]["turns"], 0);
+    assert!(served.prompted().is_empty());
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    a.join();
+    a.wait_for("the held prompt's turn", |m| {
+        is_update_with(m, "working on: the held prompt")
+    });
+    assert_eq!(served.prompted(), ["the held prompt"]);
+    assert_eq!(a.texts("user_message_chunk"), ["the held prompt"]);
+}
