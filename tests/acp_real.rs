@@ -21,7 +21,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
+use support::acp_client::{position, AcpClient};
 use support::real::world::World;
 use support::real::Cli;
 
@@ -59,6 +60,7 @@ each_agent! {
     agent_killed => survives_the_agent_killed_mid_turn;
     supervisor_killed => the_agent_does_not_outlive_its_supervisor;
     permissions => permissions_follow_the_policy;
+    bridge => clients_share_the_session_through_the_bridge;
 }
 /// How long one turn against the mock may take.
 const TURN: Duration = Duration::from_secs(120);
@@ -499,5 +501,221 @@ fn permissions_follow_the_policy(cli: Cli, test: &str) {
         let (ok, _, err) = w.ac(&["session", "kill", id], Duration::from_secs(30));
         assert!(ok, "{err}");
     }
+    w.finish(vec![]);
+}
+
+// --- clients attached through the bridge -------------------------------------
+
+fn client(w: &World, name: &str, args: &[&str]) -> AcpClient {
+    AcpClient::attach(&w.env, name, args).patient(TURN)
+}
+
+fn prompt_params(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+fn is_agent_text(msg: &Value) -> bool {
+    msg["method"] == "session/update"
+        && msg["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+}
+
+fn is_ask(msg: &Value) -> bool {
+    msg["method"] == "session/request_permission"
+}
+
+/// The id of the option of `kind` the agent offers in permission request
+/// `ask`.
+fn option_of(ask: &Value, kind: &str) -> Value {
+    ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} option in {ask}"))["optionId"]
+        .clone()
+}
+
+/// The positions the tap holds of what clients are shown (the agent's
+/// updates and every prompt) for `session`.
+fn shown_positions(w: &World, session: &str) -> Vec<u64> {
+    transcript(w, ID)
+        .iter()
+        .filter(|e| {
+            let msg = &e["msg"];
+            msg["params"]["sessionId"] == session
+                && ((e["dir"] == "from_agent" && msg["method"] == "session/update")
+                    || (e["dir"] == "to_agent" && msg["method"] == "session/prompt"))
+        })
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect()
+}
+
+// Long: one scenario, in the order a team would live it; apart, each step
+// would start its own agent (a minute each with the real ones).
+fn clients_share_the_session_through_the_bridge(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    let allowed = w.work.join("allowed.txt");
+    let (tool, args, kind, extra) = asking_tool(&w, &allowed);
+    let policy = w.work.join("ask.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[permissions]\ndefault = \"reject_always\"\nask_timeout = \"60s\"\nask_fallback = \"reject_once\"\n[[permissions.rule]]\ntool_kind = \"{kind}\"\nanswer = \"ask\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    let started = w
+        .acp_serve(ID, &["--policy", policy.to_str().unwrap()])
+        .unwrap();
+    let session = started["session_id"].as_str().unwrap().to_owned();
+    let (mut a, mut b, mut o) = (
+        client(&w, "a", &[ID]),
+        client(&w, "b", &[ID]),
+        client(&w, "o", &[ID, "--read-only"]),
+    );
+    for c in [&mut a, &mut b, &mut o] {
+        assert_eq!(c.join(), session);
+    }
+
+    // One turn from a: everyone sees it; b's and o's prompts are refused
+    // meanwhile and never reach the model.
+    let text = "say hello BRIDGED SLOW=3";
+    let asked = a.request("session/prompt", prompt_params(&session, text));
+    for c in [&mut a, &mut b, &mut o] {
+        c.wait_for("the agent's reply", is_agent_text);
+    }
+    let mut late = client(&w, "late", &[ID]);
+    late.join();
+    for c in [&mut b, &mut o] {
+        let refused = c.request(
+            "session/prompt",
+            prompt_params(&session, "say hello INTRUDER"),
+        );
+        assert_eq!(
+            c.response(&refused)["error"]["code"],
+            -32001,
+            "[{test}] {}",
+            c.name
+        );
+    }
+    o.notify("session/cancel", json!({"sessionId": session}));
+    b.send_raw("{not json");
+    b.wait_for("the parse error", |m| m["error"]["code"] == -32700);
+    let unknown = b.request(
+        "terminal/create",
+        json!({"sessionId": session, "command": "id"}),
+    );
+    assert_eq!(b.response(&unknown)["error"]["code"], -32601);
+    let ended = a.response(&asked);
+    assert_eq!(
+        ended["result"]["stopReason"], "end_turn",
+        "[{test}] {ended}"
+    );
+    assert_eq!(w.turns_with(text), 1, "[{test}] {}", w.requests_summary());
+    assert_eq!(
+        w.turns_with("say hello INTRUDER"),
+        0,
+        "[{test}] {}",
+        w.requests_summary()
+    );
+    for c in [&b, &o, &late] {
+        assert_eq!(c.texts("user_message_chunk"), [text], "[{test}] {}", c.name);
+    }
+    // The late one: the replay, then live, as the tap has it.
+    let tap = shown_positions(&w, &session);
+    let last = *tap.last().unwrap();
+    late.wait_for("the tap's last update", |m| {
+        m["method"] == "session/update" && position(&m["params"]) == last
+    });
+    let got: Vec<u64> = late
+        .updates()
+        .iter()
+        .map(|u| position(u))
+        .filter(|&p| p <= last)
+        .collect();
+    assert_eq!(
+        got, tap,
+        "[{test}] the late client's view differs from the tap"
+    );
+    drop(late); // its link drops
+
+    // A permission the policy leaves to people: both controllers are
+    // asked, b's answer wins, a is told.
+    let knob = agent_comms_mockmodel::tools::knob(tool, &args);
+    let asked = a.request(
+        "session/prompt",
+        prompt_params(&session, &format!("write {knob}")),
+    );
+    let to_a = a.wait_for("the permission request", is_ask);
+    let to_b = b.wait_for("the permission request", is_ask);
+    b.respond(
+        &to_b["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": option_of(&to_b, "allow_once")}}),
+    );
+    a.wait_for("the resolution", |m| {
+        m["method"] == "_agent_comms/permission_resolved"
+    });
+    a.wait_for("the withdrawal", |m| {
+        m["method"] == "$/cancel_request" && m["params"]["requestId"] == to_a["id"]
+    });
+    a.response(&asked);
+    assert!(allowed.exists(), "[{test}] the tool b allowed did not run");
+    assert!(
+        !o.seen.iter().any(is_ask),
+        "[{test}] the observer was asked"
+    );
+
+    // Reconnecting from the last position seen gets exactly what it missed.
+    let mut again = client(&w, "again", &[ID]);
+    again.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let joined = again.call("_agent_comms/attach", json!({"after": last}));
+    let missed: Vec<u64> = again.updates().iter().map(|u| position(u)).collect();
+    let tap: Vec<u64> = shown_positions(&w, &session)
+        .into_iter()
+        .filter(|&p| p > last && p < joined["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(missed, tap, "[{test}] the reconnect's replay");
+    drop(again);
+
+    // The last controller leaving with a question pending: the fallback
+    // (reject_once) answers, and the tool does not run.
+    let rejected = w.work.join("rejected.txt");
+    let (tool, args, _, _) = asking_tool(&w, &rejected);
+    let knob = agent_comms_mockmodel::tools::knob(tool, &args);
+    a.request(
+        "session/prompt",
+        prompt_params(&session, &format!("write {knob}")),
+    );
+    a.wait_for("the permission request", is_ask);
+    b.wait_for("the permission request", is_ask);
+    assert!(b.close().success());
+    assert!(a.close().success());
+    wait_for("the fallback's answer", TURN, || {
+        transcript(&w, ID).iter().any(|e| {
+            e["text"].as_str().is_some_and(|t| {
+                t.contains("the last controller left: the policy's fallback answers")
+            })
+        })
+    });
+    wait_for("the turn's end", TURN, || {
+        show(&w, ID)["acp"]["turn_started"].is_null()
+    });
+    assert!(
+        !rejected.exists(),
+        "[{test}] the tool ran though nobody allowed it"
+    );
+    assert_eq!(
+        show(&w, ID)["acp"]["clients"].as_array().unwrap().len(),
+        1,
+        "only the observer is left"
+    );
+    drop(o);
+    let (ok, _, err) = w.ac(&["session", "kill", ID], Duration::from_secs(30));
+    assert!(ok, "{err}");
     w.finish(vec![]);
 }

@@ -20,25 +20,33 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use support::acp::{notes, transcript, Served};
 use support::env::TestEnv;
 use support::run::{run_bounded, Run};
 
 const NEIGHBOUR: &str = "agentcomms-neighbour";
+/// A user a policy lets watch a runtime (the bridge test).
+const OPERATOR: &str = "agentcomms-operator";
 
 /// The second user's uid and gid, creating the user once if missing.
 fn neighbour() -> (u32, u32) {
+    user(NEIGHBOUR)
+}
+
+/// User `name`'s uid and gid, creating the user once if missing.
+fn user(name: &str) -> (u32, u32) {
     static CREATED: Mutex<()> = Mutex::new(());
     let _one_at_a_time = CREATED.lock().unwrap();
     let id = |flag: &str| {
-        let out = Command::new("id").args([flag, NEIGHBOUR]).output().ok()?;
+        let out = Command::new("id").args([flag, name]).output().ok()?;
         String::from_utf8_lossy(&out.stdout).trim().parse().ok()
     };
     if id("-u").is_none() {
         let status = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/usr/sbin/nologin", NEIGHBOUR])
+            .args(["-M", "-N", "-s", "/usr/sbin/nologin", name])
             .status()
             .expect("run useradd");
-        assert!(status.success(), "useradd {NEIGHBOUR} failed");
+        assert!(status.success(), "useradd {name} failed");
     }
     (id("-u").unwrap(), id("-g").unwrap())
 }
@@ -46,7 +54,12 @@ fn neighbour() -> (u32, u32) {
 /// `ARGS…` run as the second user, with no supplementary groups, and a
 /// `PATH` of system directories only (ours may be private to us).
 fn as_neighbour(args: &[&str]) -> Command {
-    let (uid, gid) = neighbour();
+    as_user(NEIGHBOUR, args)
+}
+
+/// `ARGS…` run as user `name`, as [`as_neighbour`] does.
+fn as_user(name: &str, args: &[&str]) -> Command {
+    let (uid, gid) = user(name);
     let mut cmd = Command::new("setpriv");
     cmd.args([
         &format!("--reuid={uid}"),
@@ -395,4 +408,117 @@ fn a_damaged_store_names_its_file_and_the_next_step() {
         serde_json::from_str(env.run(&["store", "check", "--json"]).stdout.trim()).unwrap();
     assert_eq!(json["ok"], false, "{json}");
     assert!(!json["problems"].as_array().unwrap().is_empty(), "{json}");
+}
+
+/// The ACP bridge (docs/acp.md, "Who may attach"): a uid the policy lists
+/// as an observer attaches through the shared socket and only watches; one
+/// it does not list is refused with one JSON-RPC error, logged; nothing
+/// either sends reaches the agent.
+#[test]
+#[ignore = "needs root to act as a second user"]
+fn the_bridge_admits_only_the_users_its_policy_lists() {
+    let env = TestEnv::new();
+    let (stranger, _) = neighbour();
+    let (operator, _) = user(OPERATOR);
+    // A directory of ours others may enter but not write, for the socket.
+    let outer = tempfile::Builder::new()
+        .prefix("ac-bridge-")
+        .tempdir()
+        .unwrap();
+    fs::set_permissions(outer.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = outer.path().join("rt.sock");
+    let policy = env.base().join("policy.toml");
+    fs::write(
+        &policy,
+        format!(
+            "[clients]\nobserver_uids = [{operator}]\nsocket = \"{}\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let served = Served::start(
+        &env,
+        "rt",
+        "normal",
+        &[],
+        &["--policy", policy.to_str().unwrap()],
+    );
+    assert_eq!(
+        mode(&socket) & 0o777,
+        0o666,
+        "guarded by the peer check, not the mode"
+    );
+    let session = served.session_id();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#
+            .to_owned(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{{"sessionId":"{session}","cwd":"/"}}}}"#
+        ),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{{"sessionId":"{session}","prompt":[{{"type":"text","text":"sneaky"}}]}}}}"#
+        ),
+    ];
+    let attach_as = |name: &str| {
+        let mut cmd = as_user(
+            name,
+            &[
+                support::BIN,
+                "acp",
+                "attach",
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+        );
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut replies = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut got = Vec::new();
+        for line in &lines {
+            use std::io::Write;
+            if writeln!(stdin, "{line}").is_err() {
+                break;
+            }
+            match replies.next() {
+                Some(Ok(reply)) => got.push(serde_json::from_str::<Value>(&reply).unwrap()),
+                _ => break,
+            }
+        }
+        drop(stdin);
+        let _ = child.wait();
+        got
+    };
+    let refused = attach_as(NEIGHBOUR);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["error"]["code"], -32001);
+    let why = refused[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("uid {stranger} may not attach")),
+        "{why}"
+    );
+    let watched = attach_as(OPERATOR);
+    assert_eq!(watched.len(), 3, "{watched:?}");
+    assert_eq!(watched[0]["result"]["protocolVersion"], 1);
+    assert!(watched[1]["result"].is_object(), "{watched:?}");
+    assert_eq!(
+        watched[2]["error"]["code"], -32001,
+        "an observer's prompt: {watched:?}"
+    );
+    assert!(served.prompted().is_empty(), "a prompt reached the agent");
+    let notes = notes(&transcript(&env, "rt"));
+    assert!(
+        notes.iter().any(|n| n.starts_with(&format!(
+            "refused a client: connection refused: uid {stranger}"
+        ))),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!("(observer, uid {operator}, via socket)"))),
+        "{notes:?}"
+    );
 }

@@ -23,6 +23,8 @@ pub struct AcpClient {
     /// Which of `seen` [`AcpClient::wait_for`] returned already.
     taken: Vec<bool>,
     next_id: u64,
+    /// How long a wait lasts: [`TIMEOUT`], longer for a real agent's turns.
+    patience: Duration,
 }
 
 impl AcpClient {
@@ -63,7 +65,14 @@ impl AcpClient {
             seen: Vec::new(),
             taken: Vec::new(),
             next_id: 0,
+            patience: TIMEOUT,
         }
+    }
+
+    /// Waits up to `patience` for each message (a real agent's turn).
+    pub fn patient(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
     }
 
     pub fn pid(&self) -> u32 {
@@ -100,15 +109,17 @@ impl AcpClient {
 
     /// The first message that `matches` and that no `wait_for` returned
     /// before (received already, or still to come); fails the test after
-    /// [`TIMEOUT`].
+    /// its patience ([`TIMEOUT`] unless [`AcpClient::patient`]).
     #[track_caller]
     pub fn wait_for(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-        self.wait_within(TIMEOUT, what, matches).unwrap_or_else(|| {
-            panic!(
-                "{}: no {what} within {TIMEOUT:?}; saw {:#?}",
-                self.name, self.seen
-            )
-        })
+        let patience = self.patience;
+        self.wait_within(patience, what, matches)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: no {what} within {patience:?}; saw {:#?}",
+                    self.name, self.seen
+                )
+            })
     }
 
     /// [`AcpClient::wait_for`], `None` after `timeout`.
