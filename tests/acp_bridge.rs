@@ -494,3 +494,20 @@ fn wait_for_client_holds_the_first_prompt_until_a_controller_attaches() {
     assert_eq!(served.prompted(), ["the held prompt"]);
     assert_eq!(a.texts("user_message_chunk"), ["the held prompt"]);
 }
+
+#[test]
+fn the_policy_can_end_the_run_after_a_while_with_no_client() {
+    let env = TestEnv::new();
+    let policy = env.base().join("end.toml");
+    std::fs::write(&policy, "[end]\nwhen = \"no-client\"\nno_client = \"1s\"\n").unwrap();
+    let policy = policy.display().to_string();
+    let _served = Served::start(&env, "rt", "normal", &[], &["--policy", &policy]);
+    wait_until("the runtime to end", || {
+        show(&env, "rt")["status"] == "OFFLINE"
+    });
+    let reason = show(&env, "rt")["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(reason.contains("no client attached"), "{reason}");
+}

@@ -1113,6 +1113,44 @@ answer = "reject_always"
     }
 
     #[test]
+    fn clients_and_their_end_conditions() {
+        let policy = parse(
+            "[clients]\nobserver_uids = [1002]\ncontroller_gids = [50]\nsocket = \"/srv/acp/a.sock\"\nbusy = \"queue\"\n[end]\nwhen = \"no-client\"\nno_client = \"5m\"\n",
+        );
+        let clients = policy.clients();
+        assert!(clients.admits_others());
+        assert_eq!(clients.observer_uids, [1002]);
+        assert_eq!(clients.controller_gids, [50]);
+        assert_eq!(
+            clients.socket.as_deref(),
+            Some(Path::new("/srv/acp/a.sock"))
+        );
+        assert!(clients.queue_when_busy);
+        assert_eq!(policy.end(), &End::NoClient(Duration::from_secs(300)));
+        assert_eq!(
+            parse("[end]\nwhen = \"last-client-left\"\n").end(),
+            &End::LastClientLeft
+        );
+        assert!(!Policy::default().clients().admits_others());
+
+        let e = error("[clients]\nobserver_uids = [7]\n").to_string();
+        assert!(
+            e.starts_with("p.toml:1:1: clients: other users may attach, but"),
+            "{e}"
+        );
+        assert!(e.contains("add socket = \"/absolute/path.sock\""), "{e}");
+        let e = error("[clients]\nsocket = \"rel.sock\"\n").to_string();
+        assert!(
+            e.starts_with("p.toml:2:10: clients.socket: \"rel.sock\" is not an absolute path"),
+            "{e}"
+        );
+        let e = error("[clients]\nbusy = \"wait\"\n").to_string();
+        assert!(e.contains("clients.busy: unknown variant `wait`"), "{e}");
+        let e = error("[end]\nwhen = \"no-client\"\nno_client = \"0s\"\n").to_string();
+        assert!(e.contains("end.no_client: a time of zero"), "{e}");
+    }
+
+    #[test]
     fn the_example_file_is_a_valid_policy() {
         let text = include_str!("../../../config/acp-policy.example.toml");
         let policy = parse(text);
