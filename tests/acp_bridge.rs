@@ -511,3 +511,68 @@ fn the_policy_can_end_the_run_after_a_while_with_no_client() {
         .to_owned();
     assert!(reason.contains("no client attached"), "{reason}");
 }
+
+#[test]
+fn a_policy_can_give_each_new_client_a_session_of_its_own() {
+    let env = TestEnv::new();
+    let policy = env.base().join("fresh.toml");
+    std::fs::write(&policy, "[clients]\nnew_session = \"fresh\"\n").unwrap();
+    let policy = policy.display().to_string();
+    let served = Served::start(&env, "rt", "normal", &[], &["--policy", &policy]);
+    let mut main = AcpClient::attach(&env, "main", &["rt"]);
+    main.join();
+    let mut own = AcpClient::attach(&env, "own", &["rt"]);
+    own.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let opened = own.call(
+        "session/new",
+        json!({"cwd": "/elsewhere", "mcpServers": [
+            {"name": "sneaky", "command": "/bin/sh", "args": [], "env": []}
+        ]}),
+    );
+    let fresh = opened["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fresh, served.session_id());
+    let ended = own.call("session/prompt", prompt_params(&fresh, "in my own session"));
+    assert_eq!(ended["stopReason"], "end_turn");
+    own.wait_for("its reply", |m| {
+        is_update_with(m, "working on: in my own session")
+    });
+    // Its turn ran in its session, with the runtime's cwd and no MCP server
+    // of the client's; the main session's client saw none of it.
+    let new = fake_events(&served.log, "new");
+    assert_eq!(new.last().unwrap()["session"], fresh.as_str());
+    assert_eq!(
+        new.last().unwrap()["cwd"],
+        env.work.display().to_string().as_str()
+    );
+    let entries = transcript(&env, "rt");
+    let asked = messages(&entries, "to_agent")
+        .into_iter()
+        .filter(|m| m["method"] == "session/new")
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(asked["params"]["mcpServers"], json!([]), "{asked}");
+    deliver(&env, "rt", "in the main session").ok();
+    main.wait_for("the main turn", |m| {
+        is_update_with(m, "working on: in the main session")
+    });
+    assert!(main
+        .texts("agent_message_chunk")
+        .iter()
+        .all(|t| !t.contains("my own")));
+    assert!(own
+        .texts("agent_message_chunk")
+        .iter()
+        .all(|t| !t.contains("main session")));
+    let listed = main.call("session/list", json!({}));
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [served.session_id().as_str(), fresh.as_str()]);
+}

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, PromptRequest, PromptResponse, SessionId, TextContent,
+    CancelNotification, ContentBlock, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, SessionId, SetSessionModeRequest, TextContent,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Agent;
@@ -181,7 +182,7 @@ impl AcpHandle {
         }
         // Watched before the notification goes: the end cannot be missed.
         let ended = inner.turns.turn_end();
-        self.send_cancel()?;
+        self.send_cancel(&inner.session_id)?;
         match tokio::time::timeout(CANCEL_WAIT, ended).await {
             Ok(Some(reason)) => Ok(reason),
             Ok(None) => Err("the turn ended without a stop reason (the agent went away)".into()),
@@ -192,13 +193,38 @@ impl AcpHandle {
         }
     }
 
-    /// Sends `session/cancel`, without waiting for the turn to end.
-    pub(super) fn send_cancel(&self) -> Result<(), String> {
-        let inner = &self.inner;
-        inner
+    /// Sends `session/cancel` for `session`, without waiting for the turn
+    /// to end.
+    pub(super) fn send_cancel(&self, session: &SessionId) -> Result<(), String> {
+        self.inner
             .connection
-            .send_notification(CancelNotification::new(inner.session_id.clone()))
+            .send_notification(CancelNotification::new(session.clone()))
             .map_err(|e| format!("cannot send session/cancel: {e}"))
+    }
+
+    /// Opens another session of the agent in `cwd` (for a client the
+    /// policy gives a fresh one), in `mode` if the policy sets one. No MCP
+    /// servers: a client adds nothing to what the agent can reach.
+    pub(super) async fn open_session(
+        &self,
+        cwd: std::path::PathBuf,
+        mode: Option<&str>,
+    ) -> Result<NewSessionResponse, agent_client_protocol::Error> {
+        let connection = &self.inner.connection;
+        let opened = connection
+            .send_request(NewSessionRequest::new(cwd))
+            .block_task()
+            .await?;
+        if let Some(mode) = mode {
+            connection
+                .send_request(SetSessionModeRequest::new(
+                    opened.session_id.clone(),
+                    mode.to_owned(),
+                ))
+                .block_task()
+                .await?;
+        }
+        Ok(opened)
     }
 
     pub fn status(&self) -> AcpStatus {

@@ -41,6 +41,7 @@
 //! observer_gids = []
 //! socket = "/srv/acp/rt.sock"   # needed with any of the lists: a bridge socket others can reach
 //! busy = "refuse"               # a client's prompt while a turn runs: refuse | queue
+//! new_session = "join"          # a client's session/new: join the running session | fresh (a session of its own)
 //!
 //! [session]
 //! mode = "default"              # session/set_mode once the session is open (the agent's own mode ids)
@@ -189,6 +190,9 @@ pub struct Clients {
     pub socket: Option<PathBuf>,
     /// A client's prompt while a turn runs waits for it (else: refused).
     pub queue_when_busy: bool,
+    /// `session/new` from a client opens a session of its own (else: it
+    /// joins the running one).
+    pub fresh_sessions: bool,
 }
 
 impl Clients {
@@ -549,6 +553,14 @@ struct ClientsFile {
     observer_gids: Vec<u32>,
     socket: Option<Spanned<String>>,
     busy: Option<Busy>,
+    new_session: Option<NewSession>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum NewSession {
+    Join,
+    Fresh,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -739,6 +751,7 @@ impl ClientsFile {
             observer_gids: self.observer_gids,
             socket,
             queue_when_busy: self.busy == Some(Busy::Queue),
+            fresh_sessions: self.new_session == Some(NewSession::Fresh),
         };
         if clients.admits_others() && clients.socket.is_none() {
             return Err(source.error(
@@ -1115,7 +1128,7 @@ answer = "reject_always"
     #[test]
     fn clients_and_their_end_conditions() {
         let policy = parse(
-            "[clients]\nobserver_uids = [1002]\ncontroller_gids = [50]\nsocket = \"/srv/acp/a.sock\"\nbusy = \"queue\"\n[end]\nwhen = \"no-client\"\nno_client = \"5m\"\n",
+            "[clients]\nobserver_uids = [1002]\ncontroller_gids = [50]\nsocket = \"/srv/acp/a.sock\"\nbusy = \"queue\"\nnew_session = \"fresh\"\n[end]\nwhen = \"no-client\"\nno_client = \"5m\"\n",
         );
         let clients = policy.clients();
         assert!(clients.admits_others());
@@ -1126,6 +1139,7 @@ answer = "reject_always"
             Some(Path::new("/srv/acp/a.sock"))
         );
         assert!(clients.queue_when_busy);
+        assert!(clients.fresh_sessions);
         assert_eq!(policy.end(), &End::NoClient(Duration::from_secs(300)));
         assert_eq!(
             parse("[end]\nwhen = \"last-client-left\"\n").end(),

@@ -177,7 +177,7 @@ impl AcpSupervisor {
             handle.clone(),
             &launched.initialize,
             config.agent.cwd.clone(),
-            policy.clients().clone(),
+            &policy,
             launched.asks,
         );
         #[cfg(unix)]

@@ -44,9 +44,16 @@ pub struct Asks {
 
 #[derive(Default)]
 struct State {
-    controllers: BTreeMap<u64, ConnectionTo<Client>>,
+    /// Each controller's connection, and the session it follows.
+    controllers: BTreeMap<u64, (ConnectionTo<Client>, String)>,
     pending: BTreeMap<u64, Pending>,
     next: u64,
+}
+
+impl State {
+    fn has_controller_of(&self, session: &str) -> bool {
+        self.controllers.values().any(|(_, s)| s == session)
+    }
 }
 
 struct Pending {
@@ -64,17 +71,18 @@ impl Asks {
         })
     }
 
-    /// Puts `request` to the controllers and waits, at most `timeout`, for
-    /// the first valid answer.
+    /// Puts `request` to the controllers of its session and waits, at most
+    /// `timeout`, for the first valid answer.
     pub async fn ask(
         self: &Arc<Self>,
         request: RequestPermissionRequest,
         timeout: Duration,
     ) -> Resolution {
         let (done, answered) = oneshot::channel();
+        let session = request.session_id.to_string();
         let id = {
             let mut state = self.lock();
-            if state.controllers.is_empty() {
+            if !state.has_controller_of(&session) {
                 return Resolution::Unanswered("no controller is attached".into());
             }
             let id = state.next;
@@ -84,8 +92,10 @@ impl Asks {
                 done,
                 asked: Vec::new(),
             };
-            for (&seat, cx) in &state.controllers {
-                self.put(id, &mut pending, seat, cx);
+            for (&seat, (cx, followed)) in &state.controllers {
+                if *followed == session {
+                    self.put(id, &mut pending, seat, cx);
+                }
             }
             state.pending.insert(id, pending);
             id
@@ -101,32 +111,49 @@ impl Asks {
         }
     }
 
-    /// A controller joined: it is asked what waits, and what comes.
-    pub fn controller_joined(self: &Arc<Self>, seat: u64, cx: ConnectionTo<Client>) {
+    /// A controller joined `session`: it is asked what waits there, and
+    /// what comes.
+    pub fn controller_joined(self: &Arc<Self>, seat: u64, cx: ConnectionTo<Client>, session: &str) {
         let mut state = self.lock();
-        let State {
-            controllers,
-            pending,
-            ..
-        } = &mut *state;
-        if controllers.insert(seat, cx.clone()).is_some() {
-            return;
+        let followed = (cx.clone(), session.to_owned());
+        if let Some((_, before)) = state.controllers.insert(seat, followed) {
+            if before == session {
+                return;
+            }
+            self.unanswered_without_controller(&mut state, &before);
         }
-        for (&id, question) in pending.iter_mut() {
-            self.put(id, question, seat, &cx);
+        for (&id, question) in state.pending.iter_mut() {
+            if question.request.session_id.to_string() == session {
+                self.put(id, question, seat, &cx);
+            }
         }
     }
 
-    /// A controller left; with it the last one, what waits is unanswered.
+    /// A controller left; with it the last one of its session, what waits
+    /// there is unanswered.
     pub fn controller_left(&self, seat: u64) {
         let mut state = self.lock();
-        if state.controllers.remove(&seat).is_none() || !state.controllers.is_empty() {
+        if let Some((_, session)) = state.controllers.remove(&seat) {
+            self.unanswered_without_controller(&mut state, &session);
+        }
+    }
+
+    fn unanswered_without_controller(&self, state: &mut State, session: &str) {
+        if state.has_controller_of(session) {
             return;
         }
-        for (_, question) in std::mem::take(&mut state.pending) {
-            let _ = question
-                .done
-                .send(Resolution::Unanswered("the last controller left".into()));
+        let orphans: Vec<u64> = state
+            .pending
+            .iter()
+            .filter(|(_, q)| q.request.session_id.to_string() == session)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in orphans {
+            if let Some(question) = state.pending.remove(&id) {
+                let _ = question
+                    .done
+                    .send(Resolution::Unanswered("the last controller left".into()));
+            }
         }
     }
 

@@ -46,7 +46,7 @@ use tokio::sync::watch;
 
 use self::asks::Asks;
 use super::handle::AcpHandle;
-use super::policy::Clients;
+use super::policy::{Clients, Policy};
 use crate::socket::protocol::AttachedClient;
 use crate::time::now_iso;
 
@@ -105,6 +105,10 @@ pub struct Bridge {
     initialize: InitializeResponse,
     cwd: PathBuf,
     clients: Clients,
+    /// The session mode the policy sets (for the fresh sessions too).
+    mode: Option<String>,
+    /// Sessions opened for clients (`[clients] new_session = "fresh"`).
+    fresh: Mutex<Vec<String>>,
     asks: Arc<Asks>,
     seats: Mutex<BTreeMap<u64, Arc<seat::Seat>>>,
     next_seat: AtomicU64,
@@ -118,21 +122,23 @@ pub fn seat_name(seat: u64) -> String {
 }
 
 impl Bridge {
-    /// The bridge of the runtime `handle` serves; `initialize` is the
-    /// agent's answer, `asks` what the runtime's permission handler puts
-    /// to controllers.
+    /// The bridge of the runtime `handle` serves, under `policy`;
+    /// `initialize` is the agent's answer, `asks` what the runtime's
+    /// permission handler puts to controllers.
     pub fn new(
         handle: AcpHandle,
         initialize: &InitializeResponse,
         cwd: PathBuf,
-        clients: Clients,
+        policy: &Policy,
         asks: Arc<Asks>,
     ) -> Arc<Self> {
         Arc::new(Self {
             handle,
             initialize: as_served(initialize),
             cwd,
-            clients,
+            clients: policy.clients().clone(),
+            mode: policy.mode().map(str::to_owned),
+            fresh: Mutex::default(),
             asks,
             seats: Mutex::default(),
             next_seat: AtomicU64::new(1),
@@ -201,8 +207,17 @@ impl Bridge {
         &self.handle
     }
 
+    /// The running session's id (the runtime's own).
     fn session_id(&self) -> SessionId {
         SessionId::new(self.handle.session_id())
+    }
+
+    /// Every session a client may join: the runtime's, then the fresh ones.
+    fn sessions(&self) -> Vec<String> {
+        let fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
+        std::iter::once(self.handle.session_id())
+            .chain(fresh.iter().cloned())
+            .collect()
     }
 
     fn seat_for(&self, peer: &Peer, written: Arc<AtomicU64>) -> Arc<seat::Seat> {

@@ -6,13 +6,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, InitializeRequest, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionId, SessionInfo,
-    SetSessionConfigOptionRequest, SetSessionModeRequest,
+    CancelNotification, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionId, SessionInfo, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, ConnectTo, Error, UntypedMessage};
+use agent_client_protocol::{
+    on_receive_notification, on_receive_request, Agent, Client, ConnectTo, Error, UntypedMessage,
+};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
@@ -39,6 +42,8 @@ pub(super) struct Seat {
     most: Role,
     role: Mutex<Role>,
     joined: AtomicBool,
+    /// The session it joined last.
+    session: Mutex<Option<String>>,
     /// Lines the transport wrote, and notifications the bridge queued.
     written: Arc<AtomicU64>,
     queued: AtomicU64,
@@ -55,6 +60,7 @@ impl Seat {
             most: peer.role,
             role: Mutex::new(peer.role),
             joined: AtomicBool::new(false),
+            session: Mutex::new(None),
             written,
             queued: AtomicU64::new(0),
         }
@@ -66,6 +72,17 @@ impl Seat {
 
     pub fn joined(&self) -> bool {
         self.joined.load(Ordering::Acquire)
+    }
+
+    fn session(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn follow_session(&self, session: &str) {
+        *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_owned());
     }
 
     /// Asks for `wanted`: granted up to what the connection may do.
@@ -102,14 +119,41 @@ enum Start {
     After(u64),
 }
 
-/// A join, answered once its replay is out (with the live stream's
-/// position).
+/// A join of `session`, answered once its replay is out (with the live
+/// stream's position).
 struct Join {
+    session: String,
     start: Start,
     respond: Box<dyn FnOnce(u64) -> Result<(), Error> + Send>,
 }
 
-type Joins = mpsc::UnboundedSender<Join>;
+/// What every handler of one connection works with.
+struct Ctx {
+    bridge: Arc<Bridge>,
+    seat: Arc<Seat>,
+    joins: mpsc::UnboundedSender<Join>,
+}
+
+/// A handler of request `$request` that calls `Ctx::$method`.
+macro_rules! request {
+    ($ctx:expr, $request:ty, $method:ident) => {{
+        let ctx = $ctx.clone();
+        async move |request: $request, responder: Responder<_>, cx: ConnectionTo<Client>| {
+            ctx.$method(request, responder, cx)
+        }
+    }};
+}
+
+/// A handler of notification `$notification` that calls `Ctx::$method`.
+macro_rules! notification {
+    ($ctx:expr, $notification:ty, $method:ident) => {{
+        let ctx = $ctx.clone();
+        async move |notification: $notification, _cx| {
+            ctx.$method(notification);
+            Ok(())
+        }
+    }};
+}
 
 /// Serves the connection until it ends; says why it ended.
 pub(super) async fn serve(
@@ -118,169 +162,316 @@ pub(super) async fn serve(
     transport: impl ConnectTo<Agent> + 'static,
 ) -> String {
     let (joins, joined) = mpsc::unbounded_channel();
-    let (b, s) = (bridge.clone(), seat.clone());
-    let served = handlers(bridge, seat, joins)
+    let ctx = Arc::new(Ctx {
+        bridge,
+        seat,
+        joins,
+    });
+    let follower = ctx.clone();
+    let served = Agent
+        .v1()
+        .name("agent-comms bridge")
+        .on_receive_request(
+            request!(ctx, InitializeRequest, initialize),
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            request!(ctx, NewSessionRequest, new_session),
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            request!(ctx, LoadSessionRequest, load_session),
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            request!(ctx, ResumeSessionRequest, resume_session),
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            request!(ctx, ListSessionsRequest, list_sessions),
+            on_receive_request!(),
+        )
+        .on_receive_request(request!(ctx, AttachRequest, attach), on_receive_request!())
+        .on_receive_request(request!(ctx, PromptRequest, prompt), on_receive_request!())
+        .on_receive_request(
+            request!(ctx, SetSessionModeRequest, set_mode),
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            request!(ctx, SetSessionConfigOptionRequest, set_config),
+            on_receive_request!(),
+        )
+        .on_receive_notification(
+            notification!(ctx, CancelNotification, cancel),
+            on_receive_notification!(),
+        )
+        .on_receive_notification(
+            notification!(ctx, ObserveNotification, observe),
+            on_receive_notification!(),
+        )
+        .on_receive_notification(
+            notification!(ctx, UntypedMessage, ignore),
+            on_receive_notification!(),
+        )
         .connect_with(transport, async move |cx: ConnectionTo<Client>| {
-            Ok(follow(&b, &s, &cx, joined).await)
+            Ok(follow(&follower.bridge, &follower.seat, &cx, joined).await)
         })
         .await;
     served.unwrap_or_else(|e| format!("the connection failed: {e}"))
 }
 
-// Long: one handler a method, each a few lines; apart they would only
-// pass the same three clones around.
-fn handlers(
-    bridge: Arc<Bridge>,
-    seat: Arc<Seat>,
-    joins: Joins,
-) -> agent_client_protocol::v1::Builder<Agent, impl agent_client_protocol::HandleDispatchFrom<Client>>
-{
-    let (b1, b2, b3, b4, b5, b6, b7) = (
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-    );
-    let (s1, s2, s3, s4, s5) = (seat.clone(), seat.clone(), seat.clone(), seat.clone(), seat);
-    let (j1, j2, j3, j4) = (joins.clone(), joins.clone(), joins.clone(), joins);
-    Agent
-        .v1()
-        .name("agent-comms bridge")
-        .on_receive_request(
-            async move |_: InitializeRequest, responder: Responder<_>, _cx| {
-                responder.respond(b1.initialize.clone())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |_: NewSessionRequest, responder: Responder<_>, _cx| {
-                let id = b2.session_id();
-                join(&j1, Start::History(History::Full), move |_| {
-                    responder.respond(NewSessionResponse::new(id))
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: LoadSessionRequest, responder: Responder<_>, _cx| match b3
-                .check_session(&request.session_id)
-            {
-                Ok(()) => join(&j2, Start::History(History::Full), move |_| {
-                    responder.respond(LoadSessionResponse::new())
-                }),
+impl Ctx {
+    fn initialize(
+        &self,
+        _: InitializeRequest,
+        responder: Responder<InitializeResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        responder.respond(self.bridge.initialize.clone())
+    }
+
+    /// Joins the running session, or opens one of the client's own when
+    /// the policy says so.
+    fn new_session(
+        &self,
+        _: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if !self.bridge.clients.fresh_sessions {
+            let id = self.bridge.session_id();
+            return self.join(id.to_string(), Start::History(History::Full), move |_| {
+                responder.respond(NewSessionResponse::new(id))
+            });
+        }
+        let (bridge, joins) = (self.bridge.clone(), self.joins.clone());
+        let name = self.seat.name.clone();
+        cx.spawn(async move {
+            let opened = bridge
+                .handle
+                .open_session(bridge.cwd.clone(), bridge.mode.as_deref())
+                .await;
+            match opened {
+                Ok(opened) => {
+                    let id = opened.session_id.to_string();
+                    bridge
+                        .handle
+                        .tap()
+                        .note(format!("opened session {id} for {name}"));
+                    bridge
+                        .fresh
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(id.clone());
+                    send_join(&joins, id, Start::History(History::None), move |_| {
+                        responder.respond(opened)
+                    })
+                }
                 Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ResumeSessionRequest, responder: Responder<_>, _cx| match b4
-                .check_session(&request.session_id)
-            {
-                Ok(()) => join(&j3, Start::History(History::None), move |_| {
-                    responder.respond(ResumeSessionResponse::new())
-                }),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |_: ListSessionsRequest, responder: Responder<_>, _cx| {
-                let info = SessionInfo::new(b5.session_id(), b5.cwd.clone());
-                responder.respond(ListSessionsResponse::new(vec![info]))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: AttachRequest, responder: Responder<_>, _cx| {
-                attach(&b6, &s1, &j4, request, responder)
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: PromptRequest,
-                        responder: Responder<_>,
-                        cx: ConnectionTo<Client>| {
-                if let Err(e) = b7.may_control(&s2, &request.session_id, "prompt") {
-                    return responder.respond_with_error(e);
-                }
-                let (bridge, seat) = (b7.clone(), s2.clone());
-                cx.spawn(async move { prompt(&bridge, &seat, request, responder).await })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_notification(
-            {
-                let bridge = bridge.clone();
-                async move |cancel: CancelNotification, _cx| {
-                    match bridge.may_control(&s3, &cancel.session_id, "cancel") {
-                        Ok(()) => {
-                            if let Err(why) = bridge.handle.send_cancel() {
-                                bridge.handle.tap().note(why);
-                            }
-                        }
-                        Err(e) => bridge
-                            .handle
-                            .tap()
-                            .note(format!("refused a cancel from {}: {}", s3.name, e.message)),
-                    }
-                    Ok(())
-                }
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_notification(
-            {
-                let bridge = bridge.clone();
-                async move |_: ObserveNotification, _cx| {
-                    if s4.ask_role(Role::Observer).is_ok() {
-                        bridge.asks.controller_left(s4.id);
-                        bridge.recount();
-                    }
-                    Ok(())
-                }
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |_: SetSessionModeRequest, responder: Responder<_>, _cx| {
-                responder.respond_with_error(fixed("mode"))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |_: SetSessionConfigOptionRequest, responder: Responder<_>, _cx| {
-                responder.respond_with_error(fixed("configuration"))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_notification(
-            {
-                let name = s5.name.clone();
-                async move |_: UntypedMessage, _cx| {
-                    tracing::debug!("{name}: ignored a notification nobody handles");
-                    Ok(())
+            }
+        })
+    }
+
+    fn load_session(
+        &self,
+        request: LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        match self.bridge.known_session(&request.session_id) {
+            Ok(id) => self.join(id, Start::History(History::Full), move |_| {
+                responder.respond(LoadSessionResponse::new())
+            }),
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    fn resume_session(
+        &self,
+        request: ResumeSessionRequest,
+        responder: Responder<ResumeSessionResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        match self.bridge.known_session(&request.session_id) {
+            Ok(id) => self.join(id, Start::History(History::None), move |_| {
+                responder.respond(ResumeSessionResponse::new())
+            }),
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    fn list_sessions(
+        &self,
+        _: ListSessionsRequest,
+        responder: Responder<ListSessionsResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let sessions = self
+            .bridge
+            .sessions()
+            .into_iter()
+            .map(|id| SessionInfo::new(id, self.bridge.cwd.clone()))
+            .collect();
+        responder.respond(ListSessionsResponse::new(sessions))
+    }
+
+    fn attach(
+        &self,
+        request: AttachRequest,
+        responder: Responder<AttachResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let invalid = |why: String| Error::new(-32602, why);
+        let id = request
+            .session_id
+            .unwrap_or_else(|| self.bridge.handle.session_id());
+        let session = match self.bridge.known_session(&SessionId::new(id)) {
+            Ok(session) => session,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        let wanted = match request.role.as_deref() {
+            None => self.seat.role(),
+            Some("controller") => Role::Controller,
+            Some("observer") => Role::Observer,
+            Some(other) => {
+                return responder.respond_with_error(invalid(format!(
+                    "role {other:?}: use \"controller\" or \"observer\""
+                )))
+            }
+        };
+        let role = match self.seat.ask_role(wanted) {
+            Ok(role) => role,
+            Err(why) => return responder.respond_with_error(Error::new(REFUSED, why)),
+        };
+        let start = match (request.after, request.history.as_deref()) {
+            (Some(after), _) => Start::After(after),
+            (None, None) => Start::History(History::Full),
+            (None, Some(text)) => match History::parse(text) {
+                Some(h) => Start::History(h),
+                None => {
+                    return responder.respond_with_error(invalid(format!(
+                        "history {text:?}: use \"full\", \"pending_only\" or \"none\""
+                    )))
                 }
             },
-            agent_client_protocol::on_receive_notification!(),
-        )
+        };
+        let (session_id, name) = (session.clone(), self.seat.name.clone());
+        self.join(session, start, move |position| {
+            responder.respond(AttachResponse {
+                session_id,
+                role: role.as_str().into(),
+                position,
+                seat: name,
+            })
+        })
+    }
+
+    fn prompt(
+        &self,
+        request: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if let Err(e) = self.may_control(&request.session_id, "prompt") {
+            return responder.respond_with_error(e);
+        }
+        let (bridge, seat) = (self.bridge.clone(), self.seat.clone());
+        cx.spawn(async move { prompt(&bridge, &seat, request, responder).await })
+    }
+
+    fn set_mode(
+        &self,
+        _: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        responder.respond_with_error(fixed("mode"))
+    }
+
+    fn set_config(
+        &self,
+        _: SetSessionConfigOptionRequest,
+        responder: Responder<SetSessionConfigOptionResponse>,
+        _: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        responder.respond_with_error(fixed("configuration"))
+    }
+
+    fn cancel(&self, cancel: CancelNotification) {
+        let tap = self.bridge.handle.tap();
+        match self.may_control(&cancel.session_id, "cancel") {
+            Ok(()) => {
+                if let Err(why) = self.bridge.handle.send_cancel(&cancel.session_id) {
+                    tap.note(why);
+                }
+            }
+            Err(e) => tap.note(format!(
+                "refused a cancel from {}: {}",
+                self.seat.name, e.message
+            )),
+        }
+    }
+
+    fn observe(&self, _: ObserveNotification) {
+        if self.seat.ask_role(Role::Observer).is_ok() {
+            self.bridge.asks.controller_left(self.seat.id);
+            self.bridge.recount();
+        }
+    }
+
+    fn ignore(&self, notification: UntypedMessage) {
+        tracing::debug!(
+            "{}: ignored a notification nobody handles: {}",
+            self.seat.name,
+            notification.method
+        );
+    }
+
+    fn join(
+        &self,
+        session: String,
+        start: Start,
+        respond: impl FnOnce(u64) -> Result<(), Error> + Send + 'static,
+    ) -> Result<(), Error> {
+        send_join(&self.joins, session, start, respond)
+    }
+
+    /// Whether this seat may `what` (prompt, cancel) in session `id`: the
+    /// one it joined, as a controller.
+    fn may_control(&self, id: &SessionId, what: &str) -> Result<(), Error> {
+        let seat = &self.seat;
+        if seat.role() != Role::Controller {
+            self.bridge
+                .handle
+                .tap()
+                .note(format!("refused a {what} from {}: an observer", seat.name));
+            return Err(Error::new(
+                REFUSED,
+                format!("refused by agent-comms: this connection observes (read-only); it cannot {what}"),
+            ));
+        }
+        match seat.session() {
+            Some(joined) if joined == id.to_string() => Ok(()),
+            Some(joined) => Err(Error::new(
+                -32602,
+                format!("unknown session {id}: this connection joined session {joined}"),
+            )),
+            None => Err(Error::new(
+                -32602,
+                "join a session first: session/load, session/new or session/resume",
+            )),
+        }
+    }
 }
 
-fn fixed(what: &str) -> Error {
-    Error::new(
-        REFUSED,
-        format!("refused by agent-comms: the session's {what} is fixed by the runtime's policy; clients cannot change it"),
-    )
-}
-
-fn join(
-    joins: &Joins,
+fn send_join(
+    joins: &mpsc::UnboundedSender<Join>,
+    session: String,
     start: Start,
     respond: impl FnOnce(u64) -> Result<(), Error> + Send + 'static,
 ) -> Result<(), Error> {
     let join = Join {
+        session,
         start,
         respond: Box::new(respond),
     };
@@ -289,54 +480,11 @@ fn join(
     Ok(())
 }
 
-fn attach(
-    bridge: &Bridge,
-    seat: &Seat,
-    joins: &Joins,
-    request: AttachRequest,
-    responder: Responder<AttachResponse>,
-) -> Result<(), Error> {
-    let invalid = |why: String| Error::new(-32602, why);
-    if let Some(id) = &request.session_id {
-        if let Err(e) = bridge.check_session(&SessionId::new(id.clone())) {
-            return responder.respond_with_error(e);
-        }
-    }
-    let wanted = match request.role.as_deref() {
-        None => seat.role(),
-        Some("controller") => Role::Controller,
-        Some("observer") => Role::Observer,
-        Some(other) => {
-            return responder.respond_with_error(invalid(format!(
-                "role {other:?}: use \"controller\" or \"observer\""
-            )))
-        }
-    };
-    let role = match seat.ask_role(wanted) {
-        Ok(role) => role,
-        Err(why) => return responder.respond_with_error(Error::new(REFUSED, why)),
-    };
-    let start = match (request.after, request.history.as_deref()) {
-        (Some(after), _) => Start::After(after),
-        (None, None) => Start::History(History::Full),
-        (None, Some(text)) => match History::parse(text) {
-            Some(h) => Start::History(h),
-            None => {
-                return responder.respond_with_error(invalid(format!(
-                    "history {text:?}: use \"full\", \"pending_only\" or \"none\""
-                )))
-            }
-        },
-    };
-    let (session_id, name) = (bridge.handle.session_id(), seat.name.clone());
-    join(joins, start, move |position| {
-        responder.respond(AttachResponse {
-            session_id,
-            role: role.as_str().into(),
-            position,
-            seat: name,
-        })
-    })
+fn fixed(what: &str) -> Error {
+    Error::new(
+        REFUSED,
+        format!("refused by agent-comms: the session's {what} is fixed by the runtime's policy; clients cannot change it"),
+    )
 }
 
 async fn prompt(
@@ -362,38 +510,20 @@ async fn prompt(
 }
 
 impl Bridge {
-    fn check_session(&self, id: &SessionId) -> Result<(), Error> {
-        if id.to_string() == self.handle.session_id() {
-            return Ok(());
+    /// `id`, if it names a session a client may join.
+    fn known_session(&self, id: &SessionId) -> Result<String, Error> {
+        let id = id.to_string();
+        let sessions = self.sessions();
+        if sessions.contains(&id) {
+            return Ok(id);
         }
         Err(Error::new(
             -32602,
             format!(
                 "unknown session {id}: this runtime runs session {}; session/list names it",
-                self.handle.session_id()
+                sessions[0]
             ),
         ))
-    }
-
-    /// Whether `seat` may `what` (prompt, cancel) in session `id`.
-    fn may_control(&self, seat: &Seat, id: &SessionId, what: &str) -> Result<(), Error> {
-        self.check_session(id)?;
-        if seat.role() != Role::Controller {
-            self.handle
-                .tap()
-                .note(format!("refused a {what} from {}: an observer", seat.name));
-            return Err(Error::new(
-                REFUSED,
-                format!("refused by agent-comms: this connection observes (read-only); it cannot {what}"),
-            ));
-        }
-        if !seat.joined() {
-            return Err(Error::new(
-                -32602,
-                "join the session first: session/load, session/new or session/resume",
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -407,17 +537,20 @@ async fn follow(
 ) -> String {
     let mut live: Option<broadcast::Receiver<Arc<Entry>>> = None;
     let mut exit = bridge.handle.exit();
-    let session = bridge.handle.session_id();
+    let mut session = String::new();
     loop {
         tokio::select! {
             join = joins.recv() => {
                 let Some(join) = join else { return "the connection closed".into() };
+                session = join.session.clone();
+                seat.follow_session(&session);
                 match replay(bridge, seat, cx, &session, join).await {
                     Ok(rx) => live = Some(rx),
                     Err(why) => return why,
                 }
-                if !seat.joined.swap(true, Ordering::AcqRel) && seat.role() == Role::Controller {
-                    bridge.asks.controller_joined(seat.id, cx.clone());
+                seat.joined.store(true, Ordering::Release);
+                if seat.role() == Role::Controller {
+                    bridge.asks.controller_joined(seat.id, cx.clone(), &session);
                 }
                 bridge.recount();
             }
