@@ -99,6 +99,13 @@ fn two_controllers_and_an_observer_see_one_turn_and_only_one_prompt_runs() {
         "its own prompt is not echoed live"
     );
     assert_eq!(served.prompted(), ["from a TURN_MS=1500"]);
+    // The log says whose prompt it was.
+    let log = env.run_ok(&["acp", "log", "rt"]).stdout;
+    assert!(
+        log.lines()
+            .any(|l| l.contains("user       (client-") && l.ends_with(") from a TURN_MS=1500")),
+        "{log}"
+    );
     assert!(
         fake_events(&served.log, "cancel").is_empty(),
         "the observer's cancel reached the agent"

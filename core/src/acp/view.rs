@@ -184,7 +184,12 @@ impl LogView {
                         let prompt = params.get("prompt").and_then(Value::as_array);
                         let parts: Vec<String> =
                             prompt.into_iter().flatten().map(content_text).collect();
-                        self.paragraph(out, Speaker::User, None, &parts.join("\n"));
+                        let mut text = parts.join("\n");
+                        // A client's prompt says whose it is.
+                        if let Some(from) = super::bridge::history::prompt_origin(params) {
+                            text = format!("({from}) {text}");
+                        }
+                        self.paragraph(out, Speaker::User, None, &text);
                         self.close(&mut out.text);
                         Sent::Prompt
                     }
