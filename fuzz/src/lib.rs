@@ -11,6 +11,7 @@
 //! Inputs that must be split (a byte stream arriving in reads) carry their
 //! split in front: see [`split_input`].
 
+use agent_comms_core::acp::bridge::history::{self, History};
 use agent_comms_core::acp::policy::Policy;
 use agent_comms_core::acp::transcript::{Direction, Entry};
 use agent_comms_core::acp::view::LogView;
@@ -42,6 +43,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("cast_text", cast_text),
     ("acp_policy", acp_policy),
     ("acp_view", acp_view),
+    ("acp_history", acp_history),
 ];
 
 /// Reads `data` as `n | n chunk sizes | stream`: the stream is cut into
@@ -388,4 +390,59 @@ pub fn acp_view(data: &[u8]) {
         !out.chars().any(|c| c.is_control() && c != '\n'),
         "a control character reached the terminal: {out:?}"
     );
+}
+
+/// Lines as a transcript holds them, shown to a client of the bridge
+/// (`acp::bridge::history`): no panic; whatever the agent sent, every update
+/// shown is of the client's session and carries the position of the entry
+/// it came from; a seat's own prompts are left out live; a replay never
+/// starts past the live stream's mark.
+pub fn acp_history(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let entries: Vec<Entry> = text
+        .lines()
+        .enumerate()
+        .map(|(seq, line)| {
+            let dir = match seq % 3 {
+                0 => Direction::ToAgent,
+                1 => Direction::FromAgent,
+                _ => Direction::Note,
+            };
+            serde_json::from_str::<Entry>(line).unwrap_or_else(|_| Entry {
+                seq: seq as u64,
+                ts: String::new(),
+                dir,
+                msg: serde_json::from_str(line).ok(),
+                text: None,
+            })
+        })
+        .collect();
+    for entry in &entries {
+        for update in history::updates(entry, "s", None) {
+            assert_eq!(update["sessionId"], "s", "{update}");
+            assert_eq!(
+                update["_meta"][history::META_KEY]["seq"],
+                entry.seq,
+                "{update}"
+            );
+        }
+        let own = entry
+            .msg
+            .as_ref()
+            .and_then(|m| m.get("params"))
+            .and_then(history::prompt_origin);
+        if let Some(from) = own {
+            let skipped = history::updates(entry, "s", Some(from));
+            assert!(skipped
+                .iter()
+                .all(|u| u["update"]["sessionUpdate"] != "user_message_chunk"));
+        }
+    }
+    let mark = entries.iter().map(|e| e.seq + 1).max().unwrap_or(0);
+    for h in [History::Full, History::PendingOnly, History::None] {
+        assert!(
+            history::replay_start(&entries, h, mark)
+                <= mark.max(entries.iter().map(|e| e.seq).max().unwrap_or(0))
+        );
+    }
 }

@@ -132,18 +132,27 @@ fn in_session(params: &Value, session: &str) -> bool {
 }
 
 /// Adds `_meta.agentComms.seq` to a notification's params, keeping the
-/// agent's own `_meta` keys.
+/// agent's own `_meta` keys. A `_meta` that is not an object (ACP says it
+/// is one) gives way: the position is what a client reconnects with.
 fn stamp(params: &mut Value, seq: u64) {
     let Some(params) = params.as_object_mut() else {
         return;
     };
     let meta = params.entry("_meta").or_insert_with(|| json!({}));
-    if let Some(meta) = meta.as_object_mut() {
-        let ours = meta.entry(META_KEY).or_insert_with(|| json!({}));
-        if let Some(ours) = ours.as_object_mut() {
-            ours.insert("seq".into(), json!(seq));
-        }
+    if !meta.is_object() {
+        *meta = json!({});
     }
+    let ours = meta
+        .as_object_mut()
+        .expect("made an object")
+        .entry(META_KEY)
+        .or_insert_with(|| json!({}));
+    if !ours.is_object() {
+        *ours = json!({});
+    }
+    ours.as_object_mut()
+        .expect("made an object")
+        .insert("seq".into(), json!(seq));
 }
 
 #[cfg(test)]
