@@ -557,8 +557,7 @@ fn a_policy_can_give_each_new_client_a_session_of_its_own() {
     let entries = transcript(&env, "rt");
     let asked = messages(&entries, "to_agent")
         .into_iter()
-        .filter(|m| m["method"] == "session/new")
-        .last()
+        .rfind(|m| m["method"] == "session/new")
         .unwrap()
         .clone();
     assert_eq!(asked["params"]["mcpServers"], json!([]), "{asked}");

@@ -291,7 +291,14 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
     }
 }
 
+/// `acp attach` where runtimes have no bridge socket yet.
+#[cfg(not(unix))]
+fn attach(_: Option<&str>, _: Option<PathBuf>, _: bool) -> anyhow::Result<i32> {
+    bail!("acp attach is not built for this platform yet: its ACP runtimes have no bridge socket")
+}
+
 /// `acp attach`: standard input and output to the runtime's bridge.
+#[cfg(unix)]
 fn attach(id: Option<&str>, socket: Option<PathBuf>, read_only: bool) -> anyhow::Result<i32> {
     use agent_comms_core::acp::bridge::attach;
     let (path, owner) = match (id, socket) {

@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::agent::{AgentCommand, AgentProcess};
 use super::bridge::asks::Asks;
-use super::bridge::Bridge;
+use super::bridge::{listen, Bridge};
 use super::client::{self, Context};
 use super::endpoint::{self, Endpoint};
 use super::handle::{AcpHandle, AgentInfo, Inner};
@@ -180,8 +180,9 @@ impl AcpSupervisor {
             &policy,
             launched.asks,
         );
-        #[cfg(unix)]
-        bridge.listening_at(bridge_path(&paths, &policy));
+        if bridge_listener.is_some() {
+            bridge.listening_at(bridge_path(&paths, &policy));
+        }
         let endpoint = Arc::new(Endpoint {
             bridge: bridge.clone(),
             handle: handle.clone(),
@@ -324,43 +325,28 @@ impl AcpSupervisor {
 
     /// Accepts clients on the bridge socket, in a task of its own.
     fn serve_bridge(&mut self) -> tokio::task::JoinHandle<()> {
-        #[cfg(unix)]
-        if let Some(listener) = self.bridge_listener.take() {
-            return tokio::spawn(super::bridge::listen::serve(self.bridge.clone(), listener));
+        match self.bridge_listener.take() {
+            Some(listener) => tokio::spawn(listen::serve(self.bridge.clone(), listener)),
+            None => tokio::spawn(async {}),
         }
-        tokio::spawn(async {})
     }
 }
 
 /// The bridge socket, bound at start and served by the run loop (none on
 /// a platform without one yet).
-#[cfg(unix)]
-type BridgeListener = Option<Listener>;
-#[cfg(not(unix))]
-type BridgeListener = Option<()>;
+type BridgeListener = Option<listen::Listener>;
 
 fn bridge_path(paths: &SessionPaths, policy: &Policy) -> PathBuf {
-    #[cfg(unix)]
-    return super::bridge::listen::socket_path(&paths.socket, policy.clients().socket.as_deref());
-    #[cfg(not(unix))]
-    return paths.socket.with_extension("acp");
+    listen::socket_path(&paths.socket, policy.clients().socket.as_deref())
 }
 
 fn bind_bridge(path: &std::path::Path, policy: &Policy) -> Result<BridgeListener, AcpError> {
-    #[cfg(unix)]
-    return super::bridge::listen::bind(path, policy.clients().admits_others())
-        .map(Some)
-        .map_err(|e| {
-            AcpError::Start(format!(
-                "cannot listen for clients at {}: {e}",
-                path.display()
-            ))
-        });
-    #[cfg(not(unix))]
-    {
-        let _ = (path, policy);
-        Ok(None)
-    }
+    listen::bind(path, policy.clients().admits_others()).map_err(|e| {
+        AcpError::Start(format!(
+            "cannot listen for clients at {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Why the run loop stopped: the agent exited by itself, or it is to be

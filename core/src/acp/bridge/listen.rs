@@ -17,7 +17,7 @@ use tokio::net::UnixStream;
 
 use super::access::{admit, Credentials};
 use super::{wire, Bridge, ClientLines, Peer};
-use crate::socket::Listener;
+pub use crate::socket::Listener;
 
 /// Where the bridge listens: the policy's socket, else beside `endpoint`.
 pub fn socket_path(endpoint: &Path, policy_socket: Option<&Path>) -> PathBuf {
@@ -28,7 +28,7 @@ pub fn socket_path(endpoint: &Path, policy_socket: Option<&Path>) -> PathBuf {
 }
 
 /// Binds the bridge socket at `path`; `shared`: others may reach it.
-pub fn bind(path: &Path, shared: bool) -> io::Result<Listener> {
+pub fn bind(path: &Path, shared: bool) -> io::Result<Option<Listener>> {
     if shared {
         let dir = path.parent().unwrap_or(Path::new("/"));
         let meta = std::fs::metadata(dir)?;
@@ -47,7 +47,7 @@ pub fn bind(path: &Path, shared: bool) -> io::Result<Listener> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
     }
-    Ok(listener)
+    Ok(Some(listener))
 }
 
 /// Accepts clients until the task is dropped.

@@ -30,7 +30,8 @@ pub mod asks;
 pub mod attach;
 pub mod ext;
 pub mod history;
-#[cfg(unix)]
+#[cfg_attr(unix, path = "listen.rs")]
+#[cfg_attr(not(unix), path = "listen_none.rs")]
 pub mod listen;
 mod seat;
 pub mod wire;
