@@ -582,3 +582,36 @@ fn a_policy_can_give_each_new_client_a_session_of_its_own() {
         .collect();
     assert_eq!(ids, [served.session_id().as_str(), fresh.as_str()]);
 }
+
+#[test]
+fn a_clients_cancel_request_reaches_the_agent_under_the_agents_id() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let session = a.join();
+    let asked = a.request(
+        "session/prompt",
+        prompt_params(&session, "long TURN_MS=1500"),
+    );
+    a.wait_for("the turn's start", |m| {
+        is_update_with(m, "working on: long")
+    });
+    a.notify("$/cancel_request", json!({"requestId": asked}));
+    // The fake ignores it (as the agents may) and the turn ends as usual.
+    a.response(&asked);
+    let to_agent = messages(&transcript(&env, "rt"), "to_agent")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<Value>>();
+    let prompt = to_agent
+        .iter()
+        .find(|m| m["method"] == "session/prompt")
+        .unwrap();
+    let cancel = to_agent
+        .iter()
+        .find(|m| m["method"] == "$/cancel_request")
+        .unwrap_or_else(|| panic!("no $/cancel_request reached the agent: {to_agent:#?}"));
+    assert_eq!(cancel["params"]["requestId"], prompt["id"], "{cancel}");
+    assert_ne!(prompt["id"], asked, "the agent's ids are its own");
+    let _ = served;
+}
