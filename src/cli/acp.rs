@@ -11,7 +11,7 @@ use agent_comms_core::adapter::Entry as Adapter;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::acp_serve::{self, AcpServeOptions, Started};
 use agent_comms_core::control::serve::DEFAULT_HEARTBEAT;
-use agent_comms_core::control::{host::host_id, state_dir, store_path, ControlError};
+use agent_comms_core::control::{host::host_id, state_dir, store_path};
 use agent_comms_core::delivery::validate::check_prompt;
 use agent_comms_core::display;
 use agent_comms_core::regular_file;
@@ -414,7 +414,9 @@ fn live(id: &str) -> anyhow::Result<Client> {
             Ok(client)
         }
         Ok(_) => bail!("session {id} is not an ACP runtime (see: agent-comms session ls)"),
-        Err(_) => Err(ControlError::Offline(id.to_owned()).into()),
+        Err(_) => bail!(
+            "ACP runtime {id} is not running; start it with: agent-comms runtime acp-serve --id {id} -- <ACP command>"
+        ),
     }
 }
 
