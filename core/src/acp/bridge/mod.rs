@@ -51,8 +51,11 @@ use super::policy::{Clients, Policy};
 use crate::socket::protocol::AttachedClient;
 use crate::time::now_iso;
 
-/// Lines a client may fall behind by before it is dropped.
+/// Lines a client may fall behind by, live, before it is dropped. A
+/// replay goes at the client's pace instead, this many lines ahead at most.
 pub const MAX_BACKLOG: u64 = 4096;
+/// How long a replay waits for a client that takes nothing.
+pub const REPLAY_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a client may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,7 +90,7 @@ pub struct Peer {
 pub struct ClientLines<I, O> {
     pub incoming: I,
     pub outgoing: O,
-    pub written: Arc<AtomicU64>,
+    pub written: Arc<wire::Written>,
 }
 
 /// How many clients are attached, for the end conditions and
@@ -221,7 +224,7 @@ impl Bridge {
             .collect()
     }
 
-    fn seat_for(&self, peer: &Peer, written: Arc<AtomicU64>) -> Arc<seat::Seat> {
+    fn seat_for(&self, peer: &Peer, written: Arc<wire::Written>) -> Arc<seat::Seat> {
         let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
         let seat = Arc::new(seat::Seat::new(id, peer, now_iso(), written));
         self.lock_seats().insert(id, seat.clone());

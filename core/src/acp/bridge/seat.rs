@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 
 use super::ext::{AttachRequest, AttachResponse, ObserveNotification};
 use super::history::{self, History};
-use super::{seat_name, Bridge, Peer, Role, MAX_BACKLOG};
+use super::wire::Written;
+use super::{seat_name, Bridge, Peer, Role, MAX_BACKLOG, REPLAY_STALL};
 use crate::acp::transcript::{self, Entry};
 use crate::delivery::DeliveryError;
 use crate::supervisor::exited;
@@ -45,12 +46,12 @@ pub(super) struct Seat {
     /// The session it joined last.
     session: Mutex<Option<String>>,
     /// Lines the transport wrote, and notifications the bridge queued.
-    written: Arc<AtomicU64>,
+    written: Arc<Written>,
     queued: AtomicU64,
 }
 
 impl Seat {
-    pub fn new(id: u64, peer: &Peer, since: String, written: Arc<AtomicU64>) -> Self {
+    pub fn new(id: u64, peer: &Peer, since: String, written: Arc<Written>) -> Self {
         Self {
             id,
             name: seat_name(id),
@@ -108,7 +109,22 @@ impl Seat {
     fn backlog(&self) -> u64 {
         self.queued
             .load(Ordering::Acquire)
-            .saturating_sub(self.written.load(Ordering::Acquire))
+            .saturating_sub(self.written.count())
+    }
+
+    /// Waits until the client is at most [`MAX_BACKLOG`] lines behind; an
+    /// error when it takes nothing for [`REPLAY_STALL`].
+    async fn keep_pace(&self) -> Result<(), String> {
+        let queued = self.queued.load(Ordering::Acquire);
+        let wanted = queued.saturating_sub(MAX_BACKLOG);
+        if self.written.reach(wanted, REPLAY_STALL).await {
+            Ok(())
+        } else {
+            Err(format!(
+                "dropped: it took nothing of its replay for {} s",
+                REPLAY_STALL.as_secs()
+            ))
+        }
     }
 }
 
@@ -614,6 +630,9 @@ async fn replay(
     };
     for entry in entries.iter().filter(|e| e.seq >= start && e.seq < mark) {
         show(seat, cx, session, entry, false);
+        if seat.backlog() > MAX_BACKLOG {
+            seat.keep_pace().await?;
+        }
     }
     (join.respond)(mark).map_err(|e| format!("cannot answer: {e}"))?;
     Ok(live)

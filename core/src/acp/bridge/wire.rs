@@ -9,6 +9,9 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use futures::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -35,10 +38,45 @@ pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     })
 }
 
+/// How many lines a client's connection has taken, and a wake-up for each.
+#[derive(Default)]
+pub struct Written {
+    lines: AtomicU64,
+    more: Notify,
+}
+
+impl Written {
+    /// One more line went out (the transport calls this).
+    pub fn one_more(&self) {
+        self.lines.fetch_add(1, Ordering::Release);
+        self.more.notify_waiters();
+    }
+
+    pub fn count(&self) -> u64 {
+        self.lines.load(Ordering::Acquire)
+    }
+
+    /// Waits until the count is at least `at_least`; false when it did not
+    /// move for `stalled` (the client reads nothing).
+    pub async fn reach(&self, at_least: u64, stalled: Duration) -> bool {
+        loop {
+            // Registered before the count is read: no wake-up is missed.
+            let more = self.more.notified();
+            let before = self.count();
+            if before >= at_least {
+                return true;
+            }
+            if tokio::time::timeout(stalled, more).await.is_err() && self.count() == before {
+                return false;
+            }
+        }
+    }
+}
+
 /// Lines for a client, each counted in `written` once the socket took it.
 pub fn outgoing<W: AsyncWrite + Unpin + Send + 'static>(
     write: W,
-    written: Arc<AtomicU64>,
+    written: Arc<Written>,
 ) -> impl Sink<String, Error = io::Error> + Send + 'static {
     futures::sink::unfold(
         (write, written),
@@ -47,7 +85,7 @@ pub fn outgoing<W: AsyncWrite + Unpin + Send + 'static>(
             bytes.push(b'\n');
             write.write_all(&bytes).await?;
             write.flush().await?;
-            written.fetch_add(1, Ordering::Release);
+            written.one_more();
             Ok((write, written))
         },
     )
