@@ -4,14 +4,17 @@
 //! pins), through `tests/sdk/attach_client.mjs`. The script configures
 //! `agent-comms acp attach ID` as its agent command, exactly as an editor
 //! would, so the bridge meets the SDK's framing and its schema checks of
-//! every message; the runtime's agent is the fake (`tests/fakes/acp_agent.py`).
+//! every message; the runtime's agent is the fake (`tests/fakes/acp_agent.py`),
+//! then the real `opencode acp`, offline against the mock model, when
+//! `AGENT_COMMS_REAL_PROVIDERS` names the real CLIs (as in tests/acp_real.rs).
 //!
-//! It needs Node.js and the SDK, so it is ignored unless asked for;
-//! `.ci/run` installs the SDK and runs it:
+//! They need Node.js and the SDK, so they are ignored unless asked for;
+//! `.ci/run` installs the SDK and runs them:
 //!
 //! ```sh
-//! scripts/install-providers   # puts the SDK in <cache>/node_modules
-//! cargo test --test acp_sdk -- --include-ignored
+//! cargo build -p agent-comms-mockmodel
+//! AGENT_COMMS_REAL_PROVIDERS="$(scripts/install-providers)" \
+//!     cargo test --test acp_sdk -- --include-ignored
 //! ```
 //!
 //! The SDK is looked up in `AGENT_COMMS_ACP_SDK` (a `node_modules`
@@ -21,10 +24,14 @@
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 use support::env::{Record, TestEnv};
 use support::fakes::fake_events;
+use support::real::world::World;
+use support::real::Cli;
 use support::run::run_within;
 use support::TIMEOUT;
 
@@ -90,6 +97,41 @@ fn serve_fake(env: &TestEnv, log: &Path) {
     });
 }
 
+/// Runs `tests/sdk/attach_client.mjs` (through `node`, which makes the
+/// command with its arguments) in `cwd`: its summary of what it saw.
+fn attach_client(
+    node: impl FnOnce(&[&str]) -> Command,
+    modules: &Path,
+    cwd: &Path,
+    prompt: &str,
+    limit: Duration,
+) -> Value {
+    let script = repo().join("tests/sdk/attach_client.mjs");
+    let cwd = cwd.to_str().unwrap();
+    let mut cmd = node(&[
+        script.to_str().unwrap(),
+        modules.to_str().unwrap(),
+        support::BIN,
+        ID,
+        cwd,
+        prompt,
+    ]);
+    cmd.current_dir(cwd);
+    run_within(cmd, "node tests/sdk/attach_client.mjs", limit)
+        .ok()
+        .json()
+}
+
+/// Replay then live, in transcript order, nothing doubled.
+#[track_caller]
+fn in_order(replay: &[Value], turn: &[Value]) {
+    let all: Vec<u64> = seqs(replay).into_iter().chain(seqs(turn)).collect();
+    assert!(
+        all.windows(2).all(|w| w[0] < w[1]),
+        "positions out of order: {all:?}"
+    );
+}
+
 /// The text of an update of kind `kind`, if it is one.
 fn text_of<'a>(params: &'a Value, kind: &str) -> Option<&'a str> {
     let update = &params["update"];
@@ -130,21 +172,8 @@ fn the_official_sdk_loads_the_session_and_runs_a_turn() {
     assert_eq!(evidence["stop_reason"], "end_turn", "{evidence}");
 
     let prompt = "a prompt from the SDK client";
-    let script = repo().join("tests/sdk/attach_client.mjs");
-    let cwd = env.work.to_str().unwrap();
-    let args = [
-        script.to_str().unwrap(),
-        modules.to_str().unwrap(),
-        support::BIN,
-        ID,
-        cwd,
-        prompt,
-    ];
-    let mut node = env.command_of("node", &args);
-    node.current_dir(&env.work);
-    let seen = run_within(node, "node tests/sdk/attach_client.mjs", TIMEOUT)
-        .ok()
-        .json();
+    let node = |args: &[&str]| env.command_of("node", args);
+    let seen = attach_client(node, &modules, &env.work, prompt, TIMEOUT);
 
     // initialize was answered with the agent's own answer.
     assert_eq!(seen["initialize"]["protocolVersion"], 1, "{seen}");
@@ -177,12 +206,7 @@ fn the_official_sdk_loads_the_session_and_runs_a_turn() {
         "{seen}"
     );
 
-    // Replay then live, in transcript order, nothing doubled.
-    let all: Vec<u64> = seqs(&replay).into_iter().chain(seqs(&turn)).collect();
-    assert!(
-        all.windows(2).all(|w| w[0] < w[1]),
-        "positions out of order: {all:?}"
-    );
+    in_order(&replay, &turn);
 
     // The agent received exactly the two prompts, in order.
     let prompted: Vec<String> = fake_events(&log, "prompt")
@@ -190,4 +214,44 @@ fn the_official_sdk_loads_the_session_and_runs_a_turn() {
         .map(|p| p["text"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(prompted, [earlier, prompt]);
+}
+
+/// The same client against the real `opencode acp` (offline, against the
+/// mock model: tests/support/real), when `AGENT_COMMS_REAL_PROVIDERS` names
+/// the real CLIs; one line saying it is skipped otherwise.
+#[test]
+#[ignore = "needs Node.js and @agentclientprotocol/sdk (scripts/install-providers); .ci/run runs it"]
+fn the_official_sdk_with_real_opencode() {
+    let modules = sdk_modules();
+    let Some(w) = World::new(Cli::Opencode, "acp_sdk_opencode") else {
+        return;
+    };
+    let started = w.acp_serve(ID, &[]).unwrap();
+    let earlier = "say hello EARLIER REPLY=pong";
+    let evidence = w.deliver(ID, earlier, 120).unwrap();
+    assert_eq!(evidence["stop_reason"], "end_turn", "{evidence}");
+
+    let prompt = "say hello FROMSDK REPLY=pang";
+    let acp = w.acp_agent();
+    let node = |args: &[&str]| acp.command("node", args);
+    let seen = attach_client(node, &modules, &w.work, prompt, Duration::from_secs(180));
+
+    // initialize was answered with the agent's own answer.
+    assert_eq!(
+        seen["initialize"]["agentInfo"]["name"], started["agent_name"],
+        "{seen}"
+    );
+    let replay = seen["replay"].as_array().expect("replay").clone();
+    assert_eq!(texts(&replay, "user_message_chunk"), [earlier], "{seen}");
+    let replied = texts(&replay, "agent_message_chunk").concat();
+    assert!(replied.contains("pong"), "{seen}");
+    let turn = seen["turn"].as_array().expect("turn").clone();
+    assert_eq!(seen["stopReason"], "end_turn", "{seen}");
+    let replied = texts(&turn, "agent_message_chunk").concat();
+    assert!(replied.contains("pang"), "{seen}");
+    in_order(&replay, &turn);
+    // The model got each prompt once.
+    assert_eq!(w.turns_with(earlier), 1, "{}", w.requests_summary());
+    assert_eq!(w.turns_with(prompt), 1, "{}", w.requests_summary());
+    w.finish(vec![]);
 }
