@@ -24,9 +24,9 @@
 //!   cores with the supervisor, as clients on the same machine would.
 //! - **The peer** is the runtime's other way to watch a session: N
 //!   `agent-comms acp log ID --follow --json` processes (the runtime
-//!   endpoint's follow), timed the same way. `acp-multiplex`, the
-//!   multiplexer the issue mentions, is not installable here (no package
-//!   in any registry this machine reaches), so it is not in the table.
+//!   endpoint's follow), timed the same way. acp-multiplex, the outside
+//!   multiplexer, cannot be built here (the method says why), so it is not
+//!   in the table.
 //! - **The supervisor's CPU** is user + system time from
 //!   `/proc/<pid>/stat` over the turn; its memory is VmRSS after the turn
 //!   and VmHWM (the peak) from `/proc/<pid>/status`. Each scenario gets a
@@ -705,9 +705,11 @@ fn method(chunks: usize) -> Vec<String> {
             .to_owned(),
         "**`acp log --follow`**: `agent-comms acp log ID --follow --json` processes, each \
          counted as following once it has printed the warm-up turn's stop reason; the same \
-         latency, to the line on its stdout pipe. acp-multiplex, a multiplexer that fans one \
-         ACP agent out to several clients, would be the outside peer: it is not installable \
-         here (no package this machine's registries have), so it is not measured."
+         latency, to the line on its stdout pipe. acp-multiplex (github.com/ElleNajt/acp-multiplex, \
+         a proxy that fans one ACP agent out to clients on a Unix socket) would be the \
+         outside peer, but it cannot be built here: it is Go source needing Go 1.25 (Debian \
+         has 1.19, and no newer Go is installed), its module path `acp-multiplex` is not one \
+         the Go module proxy serves, and npm has no such package; so it is not measured."
             .to_owned(),
         "**CPU and memory**: the supervisor (`supervisor_pid`) alone, not the agent: \
          utime + stime from `/proc/<pid>/stat` just before the delivery and after every \
