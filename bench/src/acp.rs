@@ -125,7 +125,7 @@ fn since(called: f64, at: f64) -> Duration {
 }
 
 /// Ends a detached supervisor by pid when dropped.
-struct Supervisor(u32);
+pub struct Supervisor(pub u32);
 
 impl Drop for Supervisor {
     fn drop(&mut self) {

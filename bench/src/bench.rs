@@ -69,6 +69,8 @@ pub struct Plan {
     pub acp_real_deliveries: usize,
     /// `Tap::line` appends timed per line size.
     pub tap_appends: usize,
+    /// Chunks of the turn streamed to each fan-out watcher.
+    pub fanout_chunks: usize,
 }
 
 impl Plan {
@@ -93,6 +95,7 @@ impl Plan {
             acp_deliveries: 100,
             acp_real_deliveries: 5,
             tap_appends: 10_000,
+            fanout_chunks: 400,
         }
     }
 
@@ -117,6 +120,7 @@ impl Plan {
             acp_deliveries: 10,
             acp_real_deliveries: 2,
             tap_appends: 1_000,
+            fanout_chunks: 100,
         }
     }
 }

@@ -16,6 +16,7 @@ mod bare;
 mod bench;
 mod cells;
 mod delivery;
+mod fanout;
 mod machine;
 mod procs;
 mod report;
@@ -64,6 +65,7 @@ enum SectionName {
     Adapters,
     Delivery,
     Acp,
+    Fanout,
 }
 
 impl SectionName {
@@ -74,6 +76,7 @@ impl SectionName {
             Self::Adapters => adapters::section(bench),
             Self::Delivery => delivery::section(bench),
             Self::Acp => acp::section(bench),
+            Self::Fanout => fanout::section(bench),
         }
     }
 }

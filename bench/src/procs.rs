@@ -35,13 +35,18 @@ pub fn stop(pid: u32, signal: Signal) {
 
 /// Resident set size of `pid` in MB (10^6 bytes), from `/proc/<pid>/status`.
 pub fn rss_mb(pid: u32) -> anyhow::Result<f64> {
+    status_mb(pid, "VmRSS")
+}
+
+/// A size line of `/proc/<pid>/status` (`VmRSS`, `VmHWM` …) in MB.
+pub fn status_mb(pid: u32, key: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("process {pid} is gone"))?;
     let kb: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS line")?;
+        .with_context(|| format!("no {key} line"))?;
     Ok(kb * 1024.0 / 1e6)
 }
 

@@ -207,7 +207,7 @@ impl Project {
         Ok(Self { dir })
     }
 
-    fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         self.dir.path()
     }
 

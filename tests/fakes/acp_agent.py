@@ -16,6 +16,11 @@ Environment:
                      write | exit-mid-turn | permission
   FAKE_ACP_TURN_MS   how long a turn lasts (default 0); a prompt whose text
                      has a token TURN_MS=N lasts N ms instead.
+  (prompt tokens)    CHUNKS=N in a prompt's text: the turn streams N more
+                     agent_message_chunk updates, `chunk I sent_ns=T` with T
+                     the wall clock (Unix ns) just before the write, spaced
+                     by CHUNK_MS=M ms (default 0: back to back), for the
+                     fan-out benchmark (bench/src/fanout.rs).
   FAKE_ACP_WRITE_PATHS  os.pathsep-separated paths the `unknown` and `write`
                      modes ask the client to write (default: one file,
                      fake-acp-written.txt, in the session's cwd).
@@ -228,10 +233,12 @@ class Agent:
         if MODE == "permission":
             self.ask_permission(session)
         garbage()
-        turn_ms = TURN_MS
-        m = re.search(r"(?:^|\s)TURN_MS=(\d+)(?:\s|$)", text)
-        if m:
-            turn_ms = int(m.group(1))
+        if self.stream(session, text, cancelled):
+            log("cancelled", session=session, text=text)
+            return "cancelled"
+        turn_ms = token(text, "TURN_MS")
+        if turn_ms is None:
+            turn_ms = TURN_MS
         # session/cancel ends the turn with stopReason cancelled, as the
         # spec requires and all three agents do within milliseconds.
         if cancelled.wait(turn_ms / 1000):
@@ -239,6 +246,20 @@ class Agent:
             return "cancelled"
         self.chunk(session, " — done.")
         return "end_turn"
+
+    def stream(self, session, text, cancelled):
+        """The CHUNKS=N token: N chunks, each carrying its send time, so a
+        client can tell how long an update took from this agent's stdout
+        to it (same machine, same clock). True if cancelled meanwhile."""
+        chunks = token(text, "CHUNKS")
+        gap_s = (token(text, "CHUNK_MS") or 0) / 1000
+        for i in range(chunks or 0):
+            if cancelled.is_set():
+                return True
+            self.chunk(session, f"chunk {i} sent_ns={time.time_ns()}")
+            if gap_s:
+                time.sleep(gap_s)
+        return False
 
     def chunk(self, session, text):
         send({
@@ -289,6 +310,13 @@ class Agent:
                 "content": "written by the fake ACP agent\n",
             })
             log("answer", method="fs/write_text_file", path=path, answer=answer)
+
+
+def token(text, name):
+    """The number N of a whitespace-separated token NAME=N in a prompt's
+    text, or None."""
+    m = re.search(rf"(?:^|\s){name}=(\d+)(?:\s|$)", text)
+    return int(m.group(1)) if m else None
 
 
 def become_deaf():
