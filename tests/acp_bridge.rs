@@ -615,3 +615,60 @@ fn a_clients_cancel_request_reaches_the_agent_under_the_agents_id() {
     assert_ne!(prompt["id"], asked, "the agent's ids are its own");
     let _ = served;
 }
+
+/// A client that reads nothing (found by the fan-out benchmark): it is
+/// dropped while still connected — its connection closed, its queued lines
+/// freed, the reason noted — and the others go on.
+#[test]
+fn a_client_that_reads_nothing_is_dropped_while_still_connected() {
+    use std::io::{BufRead, BufReader, Write};
+    let chunks = 2 * agent_comms_core::acp::bridge::MAX_BACKLOG;
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let mut reader = AcpClient::attach(&env, "reader", &["rt"]);
+    reader.join();
+    let bridge = served.started["bridge"].as_str().unwrap();
+    let mut stuck = BufReader::new(std::os::unix::net::UnixStream::connect(bridge).unwrap());
+    stuck
+        .get_ref()
+        .set_read_timeout(Some(support::TIMEOUT))
+        .unwrap();
+    for request in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/resume",
+               "params": {"sessionId": served.session_id(), "cwd": "/"}}),
+    ] {
+        writeln!(stuck.get_mut(), "{request}").unwrap();
+        let mut line = String::new();
+        stuck.read_line(&mut line).unwrap();
+        assert!(line.contains("\"result\""), "{line}");
+    }
+    // From here on it reads nothing, and keeps its connection.
+    let evidence = deliver(&env, "rt", &format!("stream CHUNKS={chunks}"))
+        .ok()
+        .json();
+    assert_eq!(evidence["stop_reason"], "end_turn", "{evidence}");
+    wait_until("the note on dropping it", || {
+        notes(&transcript(&env, "rt"))
+            .iter()
+            .any(|n| n.starts_with("client-2 left: dropped: ") && n.contains("lines behind"))
+    });
+    // Its connection is closed: what the socket still held, then EOF,
+    // well short of the whole turn.
+    let mut lines = 0;
+    let mut line = String::new();
+    while stuck.read_line(&mut line).expect("EOF, not a timeout") > 0 {
+        lines += 1;
+        line.clear();
+    }
+    assert!(lines < chunks, "it got {lines} lines: the whole turn");
+    // The reader got every chunk, in order.
+    let last = format!("chunk {} ", chunks - 1);
+    reader.wait_for("the last chunk", |m| is_update_with(m, &last));
+    let got = reader
+        .texts("agent_message_chunk")
+        .iter()
+        .filter(|t| t.starts_with("chunk "))
+        .count() as u64;
+    assert_eq!(got, chunks);
+}

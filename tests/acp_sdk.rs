@@ -28,8 +28,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::env::{Record, TestEnv};
-use support::fakes::fake_events;
+use support::acp::Served;
+use support::env::TestEnv;
 use support::real::world::World;
 use support::real::Cli;
 use support::run::run_within;
@@ -63,38 +63,6 @@ fn sdk_modules() -> PathBuf {
         dir.display()
     );
     dir
-}
-
-/// `runtime acp-serve` of the fake agent; remembered for cleanup by pid.
-fn serve_fake(env: &TestEnv, log: &Path) {
-    let agent = repo().join("tests/fakes/acp_agent.py");
-    let agent = agent.to_str().unwrap();
-    let mut cmd = env.command(&[
-        "--actor",
-        ID,
-        "runtime",
-        "acp-serve",
-        "--id",
-        ID,
-        "--json",
-        "--",
-        agent,
-    ]);
-    cmd.current_dir(&env.work).env("FAKE_ACP_LOG", log);
-    let started = run_within(cmd, "acp-serve of the fake", TIMEOUT)
-        .ok()
-        .json();
-    let pid = |key: &str| {
-        started[key]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{key}: {started}")) as u32
-    };
-    env.remember(Record {
-        name: ID.to_owned(),
-        pid: pid("agent_pid"),
-        supervisor_pid: pid("supervisor_pid"),
-        socket: env.socket_path(ID),
-    });
 }
 
 /// Runs `tests/sdk/attach_client.mjs` (through `node`, which makes the
@@ -161,8 +129,7 @@ fn seqs(updates: &[Value]) -> Vec<u64> {
 fn the_official_sdk_loads_the_session_and_runs_a_turn() {
     let modules = sdk_modules();
     let env = TestEnv::new();
-    let log = env.base().join("fake-acp.log");
-    serve_fake(&env, &log);
+    let served = Served::start(&env, ID, "normal", &[], &[]);
 
     // History to replay: a delivery of the runtime's own, before any client.
     let earlier = "the earlier delivery";
@@ -209,11 +176,7 @@ fn the_official_sdk_loads_the_session_and_runs_a_turn() {
     in_order(&replay, &turn);
 
     // The agent received exactly the two prompts, in order.
-    let prompted: Vec<String> = fake_events(&log, "prompt")
-        .iter()
-        .map(|p| p["text"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(prompted, [earlier, prompt]);
+    assert_eq!(served.prompted(), [earlier, prompt]);
 }
 
 /// The same client against the real `opencode acp` (offline, against the

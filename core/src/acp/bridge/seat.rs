@@ -184,6 +184,7 @@ pub(super) async fn serve(
         joins,
     });
     let follower = ctx.clone();
+    let (dropped, on_drop) = tokio::sync::oneshot::channel();
     let served = Agent
         .v1()
         .name("agent-comms bridge")
@@ -230,10 +231,30 @@ pub(super) async fn serve(
             on_receive_notification!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Client>| {
-            Ok(follow(&follower.bridge, &follower.seat, &cx, joined).await)
-        })
-        .await;
-    served.unwrap_or_else(|e| format!("the connection failed: {e}"))
+            let leaving = follow(&follower.bridge, &follower.seat, &cx, joined).await;
+            if let Leaving::Dropped(why) = &leaving {
+                let _ = dropped.send(why.clone());
+            }
+            Ok(leaving)
+        });
+    // A client dropped for what it did not read is not waited for: its
+    // connection would wait to write the lines it never reads. Dropping
+    // the connection closes the socket and frees its queue.
+    tokio::select! {
+        served = served => match served {
+            Ok(Leaving::Done(why) | Leaving::Dropped(why)) => why,
+            Err(e) => format!("the connection failed: {e}"),
+        },
+        Ok(why) = on_drop => why,
+    }
+}
+
+/// Why a client's connection ends.
+enum Leaving {
+    /// It, or the runtime, ended: what is queued still goes out.
+    Done(String),
+    /// The bridge ends it, at once (it falls too far behind).
+    Dropped(String),
 }
 
 impl Ctx {
@@ -544,25 +565,26 @@ impl Bridge {
 }
 
 /// Shows the client what it joins, then what comes, until it or the
-/// runtime ends; says why it ended.
+/// runtime ends, or it falls too far behind.
 async fn follow(
     bridge: &Arc<Bridge>,
     seat: &Seat,
     cx: &ConnectionTo<Client>,
     mut joins: mpsc::UnboundedReceiver<Join>,
-) -> String {
+) -> Leaving {
+    let done = |why: &str| Leaving::Done(why.to_owned());
     let mut live: Option<broadcast::Receiver<Arc<Entry>>> = None;
     let mut exit = bridge.handle.exit();
     let mut session = String::new();
     loop {
         tokio::select! {
             join = joins.recv() => {
-                let Some(join) = join else { return "the connection closed".into() };
+                let Some(join) = join else { return done("the connection closed") };
                 session = join.session.clone();
                 seat.follow_session(&session);
                 match replay(bridge, seat, cx, &session, join).await {
                     Ok(rx) => live = Some(rx),
-                    Err(why) => return why,
+                    Err(why) => return Leaving::Dropped(why),
                 }
                 seat.joined.store(true, Ordering::Release);
                 if seat.role() == Role::Controller {
@@ -572,24 +594,24 @@ async fn follow(
             }
             entry = next_live(&mut live) => match entry {
                 Ok(entry) => show(seat, cx, &session, &entry, true),
-                Err(RecvError::Lagged(n)) => return format!("dropped: it fell {n} entries behind the live stream"),
-                Err(RecvError::Closed) => return "the runtime ended".into(),
+                Err(RecvError::Lagged(n)) => return Leaving::Dropped(format!("dropped: it fell {n} entries behind the live stream")),
+                Err(RecvError::Closed) => return done("the runtime ended"),
             },
-            _ = cx.incoming_closed() => return "it disconnected".into(),
+            _ = cx.incoming_closed() => return done("it disconnected"),
             _ = exited(&mut exit) => {
                 if let Some(live) = live.as_mut() {
                     while let Ok(entry) = live.try_recv() {
                         show(seat, cx, &session, &entry, true);
                     }
                 }
-                return "the runtime ended".into();
+                return done("the runtime ended");
             }
         }
         let behind = seat.backlog();
         if behind > MAX_BACKLOG {
-            return format!(
+            return Leaving::Dropped(format!(
                 "dropped: {behind} lines behind (it reads nothing?); the limit is {MAX_BACKLOG}"
-            );
+            ));
         }
     }
 }
