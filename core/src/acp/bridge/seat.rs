@@ -664,8 +664,10 @@ async fn replay(
 fn show(seat: &Seat, cx: &ConnectionTo<Client>, session: &str, entry: &Entry, live: bool) {
     let skip = live.then_some(seat.name.as_str());
     for params in history::updates(entry, session, skip) {
-        let Ok(update) = UntypedMessage::new("session/update", params) else {
-            continue;
+        // Built in place: `UntypedMessage::new` would copy the params again.
+        let update = UntypedMessage {
+            method: "session/update".into(),
+            params,
         };
         if cx.send_notification(update).is_ok() {
             seat.queued.fetch_add(1, Ordering::AcqRel);
