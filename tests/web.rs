@@ -73,6 +73,12 @@ fn serve_web(env: &TestEnv, id: &str, args: &[&str]) -> (Child, Value) {
     (child, urls)
 }
 
+/// `child`'s exit status, which must come within the timeout.
+fn ended(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    assert!(wait_gone(child.id(), TIMEOUT), "{what} did not end");
+    child.wait().unwrap()
+}
+
 fn origin_of(url: &str) -> String {
     url.split("/?").next().unwrap().to_owned()
 }
@@ -337,8 +343,8 @@ fn a_controller_prompts_over_the_websocket_and_an_observer_is_refused() {
     let log = env.run_ok(&["acp", "log", "w2", "--json"]).stdout;
     assert!(!log.contains("from the observer"), "{log}");
     env.run_ok(&["session", "kill", "w2"]);
-    let ended = child.wait().unwrap();
-    assert!(ended.success(), "serve-web ended with {ended}");
+    let status = ended(&mut child, "serve-web after its runtime");
+    assert!(status.success(), "serve-web ended with {status}");
 }
 
 #[test]
@@ -360,6 +366,10 @@ fn a_network_address_wants_allow_remote_and_a_token_file() {
     assert!(run.stderr.contains("--allow-remote"), "{}", run.stderr);
     assert!(run.stderr.contains("--token-file"), "{}", run.stderr);
     assert!(env.record_json("w3").is_none());
+
+    let run = env.run(&["acp", "serve-web", "w3", "--listen", "127.0.0.1:0"]);
+    let run = run.fails_with_one_line();
+    assert!(run.stderr.contains("w3"), "{}", run.stderr);
 
     serve(&env, "w3", "normal", &[]);
     for args in [
@@ -407,14 +417,15 @@ fn a_network_address_wants_allow_remote_and_a_token_file() {
     );
     // The file is kept: a second server reads the same tokens.
     env.signal(child.id(), libc::SIGTERM);
-    child.wait().unwrap();
+    assert!(ended(&mut child, "serve-web after SIGTERM").success());
+    assert!(file.exists());
     let (mut again, same) = serve_web(&env, "w3", &remote);
     assert_eq!(
         same["url"].as_str().unwrap().split("token=").nth(1),
         Some(token)
     );
     env.run_ok(&["session", "kill", "w3"]);
-    again.wait().unwrap();
+    ended(&mut again, "serve-web after its runtime");
 }
 
 /// Where the page test's tools are: playwright-core's node_modules

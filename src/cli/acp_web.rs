@@ -29,10 +29,15 @@ pub struct RemoteArgs {
     pub token_file: Option<PathBuf>,
 }
 
-/// A `--listen` address that may be used with `remote`: refused before
-/// anything starts.
+/// Refuses, before the runtime starts, a `--listen` address that may not
+/// be used with `remote` or that is already taken (the background server
+/// binds it again a moment later).
 pub fn check_listen(listen: SocketAddr, remote: &RemoteArgs) -> anyhow::Result<()> {
     address::check(listen, remote.allow_remote, remote.token_file.is_some())?;
+    if listen.port() != 0 {
+        std::net::TcpListener::bind(listen)
+            .with_context(|| format!("cannot listen on {listen} (--listen)"))?;
+    }
     Ok(())
 }
 
@@ -45,22 +50,17 @@ pub fn serve_web(
 ) -> anyhow::Result<i32> {
     let listen = address::check(listen, remote.allow_remote, remote.token_file.is_some())?;
     let (bridge, endpoint) = super::acp::bridge_of(id)?;
-    let (tokens, temporary) = match &remote.token_file {
-        Some(file) => (
-            Tokens::load_or_create(&super::absolute(file.clone()))?,
-            None,
-        ),
+    // The owner's file is kept; the default one goes with this server.
+    let (tokens, token_file, temporary) = match &remote.token_file {
+        Some(file) => {
+            let file = super::absolute(file.clone());
+            (Tokens::load_or_create(&file)?, file, false)
+        }
         None => {
-            let path = tokens::default_path(&agent_comms_core::paths::runtime_root(), id);
-            (Tokens::write_new(&path)?, Some(path))
+            let file = tokens::default_path(&agent_comms_core::paths::runtime_root(), id);
+            (Tokens::write_new(&file)?, file, true)
         }
     };
-    let token_file = remote
-        .token_file
-        .clone()
-        .map(super::absolute)
-        .or_else(|| temporary.clone())
-        .expect("one of the two");
     let config = Config {
         listen,
         bridge,
@@ -69,8 +69,8 @@ pub fn serve_web(
     };
     let ready = |urls: &Urls| print_urls(id, urls, &token_file, json);
     let served = agent_comms_web::serve(config, ready, move || until_ended(endpoint));
-    if let Some(path) = temporary {
-        let _ = std::fs::remove_file(path);
+    if temporary {
+        let _ = std::fs::remove_file(&token_file);
     }
     served?;
     Ok(0)

@@ -16,7 +16,8 @@
 //! Who may use it is decided by a token in the URL and, for the WebSocket,
 //! by the `Origin` header ([`auth`], [`tokens`]); where it may listen by
 //! [`address`]. It depends on no other crate of the workspace: the command
-//! line finds the bridge and says when the runtime has ended.
+//! line finds the bridge and says when the runtime has ended. Unix only,
+//! as the bridge socket is.
 
 #![cfg(unix)]
 
@@ -31,6 +32,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Serialize;
+use tokio::signal::unix::{signal, SignalKind};
 
 pub use address::Listen;
 pub use tokens::Tokens;
@@ -76,7 +78,8 @@ pub enum WebError {
 
 /// Listens on `config.listen`, calls `ready` with the URLs, and serves until
 /// `until_over` returns (it blocks, on a thread of its own, until the
-/// runtime has ended). Open WebSockets end with it.
+/// runtime has ended) or SIGTERM or SIGINT comes, so that the caller can
+/// clean up. Open WebSockets end with it.
 pub fn serve(
     config: Config,
     ready: impl FnOnce(&Urls),
@@ -86,7 +89,7 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(WebError::Runtime)?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let addr = config.listen.addr();
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -102,9 +105,16 @@ pub fn serve(
         let app = routes::router(routes::State::new(config, local));
         ready(&urls);
         let over = tokio::task::spawn_blocking(until_over);
+        let mut term = signal(SignalKind::terminate()).map_err(WebError::Serve)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(WebError::Serve)?;
         tokio::select! {
             served = axum::serve(listener, app) => served.map_err(WebError::Serve),
             _ = over => Ok(()),
+            _ = term.recv() => Ok(()),
+            _ = int.recv() => Ok(()),
         }
-    })
+    });
+    // `until_over` may still be blocked (after a signal): do not wait for it.
+    rt.shutdown_background();
+    served
 }
