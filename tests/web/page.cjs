@@ -41,6 +41,55 @@ function foreignSite(target) {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
+// What the fake agent never sends, with the WebSocket answered here
+// instead of by the bridge: a thought, a tool call and its update, a plan,
+// a permission answered by another client, and markup in agent text,
+// which must stay text.
+async function rendering(context) {
+  const page = await context.newPage();
+  await page.routeWebSocket(/\/acp/, (ws) => {
+    const send = (msg) => ws.send(JSON.stringify(Object.assign({ jsonrpc: "2.0" }, msg)));
+    const update = (u) => send({ method: "session/update", params: { sessionId: "s1", update: u } });
+    ws.onMessage((raw) => {
+      const msg = JSON.parse(raw);
+      const reply = (result) => send({ id: msg.id, result });
+      if (msg.method === "initialize") reply({ protocolVersion: 1, agentInfo: { name: "mock-agent", version: "9" } });
+      if (msg.method === "session/list") reply({ sessions: [{ sessionId: "s1", cwd: "/" }] });
+      if (msg.method !== "session/load") return;
+      update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "thinking <i>hard</i>" } });
+      update({ sessionUpdate: "tool_call", toolCallId: "t1", title: "Run <img src=x onerror=alert(1)>", kind: "execute", status: "pending" });
+      update({
+        sessionUpdate: "tool_call_update", toolCallId: "t1", status: "completed",
+        content: [{ type: "content", content: { type: "text", text: "ok: 3 tests passed" } }],
+      });
+      update({ sessionUpdate: "plan", entries: [{ content: "read the code", status: "completed" }, { content: "fix it", status: "pending" }] });
+      send({
+        id: "ask-1", method: "session/request_permission",
+        params: { sessionId: "s1", toolCall: { toolCallId: "t2", title: "Edit a.txt" }, options: [{ optionId: "allow", name: "Allow", kind: "allow_once" }] },
+      });
+      send({ method: "_agent_comms/permission_resolved", params: { sessionId: "s1", toolCallId: "t2", optionId: "allow", by: "client-7" } });
+      reply(null);
+    });
+  });
+  await page.goto(url.href);
+  await page.locator("#status[data-state=live]").waitFor({ timeout: WAIT });
+  check("a thought is shown as text", (await page.locator(".entry.thought").innerText()).includes("thinking <i>hard</i>"));
+  const tool = page.locator(".entry.tool");
+  check("a tool call and its update are one card", (await tool.count()) === 1);
+  check("the tool call's status follows its updates", (await tool.locator(".status").innerText()) === "completed");
+  check("the tool call's title is text", (await tool.innerText()).includes("Run <img src=x onerror=alert(1)>"));
+  check("the tool call's output is shown", (await tool.innerText()).includes("ok: 3 tests passed"));
+  check("no markup from the agent became elements", (await page.locator("main i, main img").count()) === 0);
+  const steps = page.locator(".entry.plan li");
+  check("the plan's steps are listed", (await steps.allInnerTexts()).join("|") === "read the code|fix it");
+  check("a done step is marked", (await steps.first().getAttribute("data-status")) === "completed");
+  const card = page.locator(".entry.permission");
+  check("a permission answered elsewhere says by whom", (await card.locator(".status").innerText()) === "answered by client-7: allow");
+  check("and its buttons are disabled", await card.locator("button").first().isDisabled());
+  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT.replace(/\.png$/, "-rendering.png") });
+  await page.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -119,6 +168,8 @@ async function main() {
     check("an observer's role is shown", (await watcher.locator("#role").innerText()).includes("read only"));
 
     if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT });
+
+    await rendering(context);
   } finally {
     await browser.close();
   }
