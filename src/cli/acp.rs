@@ -30,7 +30,8 @@ const MAX_PROMPT_FILE: u64 = 1 << 20;
   agent-comms --actor coder runtime acp-serve --id coder -- opencode acp
   agent-comms --actor coder runtime acp-serve --id coder --provider claude-code --prompt 'read the README'
   agent-comms runtime deliver --id coder 'please run the tests'
-  agent-comms acp log coder --follow")]
+  agent-comms acp log coder --follow
+  agent-comms runtime acp-serve --id coder --listen 127.0.0.1:0 -- opencode acp   # and a web page")]
 pub struct AcpServeArgs {
     /// The runtime's id (also the session name in `session ls`).
     #[arg(long)]
@@ -62,6 +63,12 @@ pub struct AcpServeArgs {
     /// Stay in this terminal and print the live transcript; Ctrl-C ends it.
     #[arg(long)]
     foreground: bool,
+    /// Also serve the session to browsers on ADDR (`acp serve-web`, run
+    /// in the background until the runtime ends); port 0 picks one.
+    #[arg(long, value_name = "ADDR", conflicts_with = "foreground")]
+    listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    remote: super::acp_web::RemoteArgs,
     /// Heartbeat interval; the runtime counts as offline after three
     /// missed beats.
     #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
@@ -112,6 +119,29 @@ pub enum AcpCommand {
         #[arg(long, value_name = "PATH", conflicts_with = "id")]
         socket: Option<PathBuf>,
     },
+    /// Serve a running ACP runtime to browsers: a page that shows the
+    /// session live and lets a controller prompt, cancel and answer
+    /// permissions, over WebSocket; until the runtime ends.
+    #[command(after_help = "Examples:
+  agent-comms acp serve-web coder --listen 127.0.0.1:8700
+  agent-comms acp serve-web coder --listen 127.0.0.1:0 --json | jq -r .url
+  agent-comms acp serve-web coder --listen 0.0.0.0:8700 --allow-remote --token-file ~/.config/coder-web.json
+
+It prints two URLs, each with its token: a controller's and a read-only one.
+Without --token-file the tokens are new each time and die with the runtime.
+See docs/acp-web.md.")]
+    ServeWeb {
+        /// The runtime's id.
+        id: String,
+        /// Where to listen, as IP:PORT; port 0 picks a free one (printed).
+        #[arg(long, value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        #[command(flatten)]
+        remote: super::acp_web::RemoteArgs,
+        /// Print the URLs as JSON: {"url", "read_only_url", "listen"}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
@@ -141,6 +171,9 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
     if let Some(text) = &prompt {
         check_prompt(text).context("--prompt")?;
     }
+    if let Some(listen) = args.listen {
+        super::acp_web::check_listen(listen, &args.remote)?;
+    }
     let opts = AcpServeOptions {
         command: agent_command(argv, adapter.as_ref(), &agent)?,
         id,
@@ -162,7 +195,31 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
     let exe =
         std::env::current_exe().context("cannot resolve the agent-comms executable's path")?;
     let started = acp_serve::launch(&exe, &opts)?;
-    print_started(&started, args.json)?;
+    let web = match args.listen {
+        Some(listen) => Some(super::acp_web::launch(
+            &exe,
+            &started.id,
+            listen,
+            &args.remote,
+        )?),
+        None => None,
+    };
+    if args.json {
+        let mut out = serde_json::to_value(&started)?;
+        if let Some(web) = web {
+            out["web"] = web;
+        }
+        println!("{out}");
+        return Ok(0);
+    }
+    print_started(&started, false)?;
+    if let Some(web) = web {
+        println!(
+            "in a browser: {} (read only: {})",
+            web["url"].as_str().unwrap_or_default(),
+            web["read_only_url"].as_str().unwrap_or_default()
+        );
+    }
     Ok(0)
 }
 
@@ -267,6 +324,12 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
             read_only,
             socket,
         } => attach(id.as_deref(), socket, read_only),
+        AcpCommand::ServeWeb {
+            id,
+            listen,
+            remote,
+            json,
+        } => super::acp_web::serve_web(runtime_id(&id)?.as_str(), listen, &remote, json),
         AcpCommand::Log {
             id,
             follow: live,
@@ -303,18 +366,7 @@ fn attach(id: Option<&str>, socket: Option<PathBuf>, read_only: bool) -> anyhow:
     use agent_comms_core::acp::bridge::attach;
     let (path, owner) = match (id, socket) {
         (_, Some(path)) => (super::absolute(path), None),
-        (Some(id), None) => {
-            let mut client = live(id)?;
-            let status = match client.request(Request::AcpStatus)? {
-                Response::Acp(status) => status,
-                Response::Error { message } => bail!("{message}"),
-                other => bail!("unexpected reply to acp_status: {other:?}"),
-            };
-            let path = status
-                .bridge
-                .with_context(|| format!("runtime {id} has no bridge socket"))?;
-            (path, Some(agent_comms_core::paths::euid()))
-        }
+        (Some(id), None) => (bridge_of(id)?.0, Some(agent_comms_core::paths::euid())),
         (None, None) => bail!("give the runtime's id, or --socket PATH"),
     };
     let stream = attach::connect(&path, owner)
@@ -322,6 +374,21 @@ fn attach(id: Option<&str>, socket: Option<PathBuf>, read_only: bool) -> anyhow:
     attach::pipe(stream, std::io::stdin(), std::io::stdout(), read_only)
         .context("the connection to the bridge failed")?;
     Ok(0)
+}
+
+/// The bridge socket of the live ACP runtime `id`, and a connection to its
+/// endpoint.
+pub(super) fn bridge_of(id: &str) -> anyhow::Result<(PathBuf, Client)> {
+    let mut client = live(id)?;
+    let status = match client.request(Request::AcpStatus)? {
+        Response::Acp(status) => status,
+        Response::Error { message } => bail!("{message}"),
+        other => bail!("unexpected reply to acp_status: {other:?}"),
+    };
+    let path = status
+        .bridge
+        .with_context(|| format!("runtime {id} has no bridge socket"))?;
+    Ok((path, client))
 }
 
 /// The transcript so far, then each new entry until the session ends.

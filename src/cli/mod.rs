@@ -1,4 +1,5 @@
 mod acp;
+mod acp_web;
 mod adapters;
 pub mod agent_comms;
 mod cells_format;
