@@ -140,6 +140,11 @@ fn a_permission_ask_goes_to_every_controller_and_the_first_valid_answer_wins() {
         &to_a["id"],
         json!({"outcome": {"outcome": "selected", "optionId": "yes-to-everything"}}),
     );
+    wait_until("the invalid answer noted", || {
+        notes(&transcript(&env, "rt"))
+            .iter()
+            .any(|n| n.contains("which the agent did not offer: ignored"))
+    });
     // …the first valid one wins…
     b.respond(
         &to_b["id"],

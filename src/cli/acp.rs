@@ -68,7 +68,7 @@ pub struct AcpServeArgs {
     #[arg(long, value_name = "ADDR", conflicts_with = "foreground")]
     listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
-    remote: super::acp_web::RemoteArgs,
+    remote: RemoteArgs,
     /// Heartbeat interval; the runtime counts as offline after three
     /// missed beats.
     #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
@@ -80,6 +80,19 @@ pub struct AcpServeArgs {
     /// `--provider` adapter's `[acp]` command).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// The flags that let a web server listen beyond loopback.
+#[derive(Args, Clone, Default)]
+pub struct RemoteArgs {
+    /// Allow a --listen address other than loopback (needs --token-file).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Keep the tokens in FILE (mode 0600; read if it exists, else
+    /// created), instead of a file in the runtime directory that lives as
+    /// long as the runtime.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -137,7 +150,7 @@ See docs/acp-web.md.")]
         #[arg(long, value_name = "ADDR")]
         listen: std::net::SocketAddr,
         #[command(flatten)]
-        remote: super::acp_web::RemoteArgs,
+        remote: RemoteArgs,
         /// Print the URLs as JSON: {"url", "read_only_url", "listen"}.
         #[arg(long)]
         json: bool,
@@ -172,7 +185,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         check_prompt(text).context("--prompt")?;
     }
     if let Some(listen) = args.listen {
-        super::acp_web::check_listen(listen, &args.remote)?;
+        super::bridge::check_listen(listen, &args.remote)?;
     }
     let opts = AcpServeOptions {
         command: agent_command(argv, adapter.as_ref(), &agent)?,
@@ -196,7 +209,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         std::env::current_exe().context("cannot resolve the agent-comms executable's path")?;
     let started = acp_serve::launch(&exe, &opts)?;
     let web = match args.listen {
-        Some(listen) => Some(super::acp_web::launch(
+        Some(listen) => Some(super::bridge::launch(
             &exe,
             &started.id,
             listen,
@@ -323,13 +336,13 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
             id,
             read_only,
             socket,
-        } => attach(id.as_deref(), socket, read_only),
+        } => super::bridge::attach(id.as_deref(), socket, read_only),
         AcpCommand::ServeWeb {
             id,
             listen,
             remote,
             json,
-        } => super::acp_web::serve_web(runtime_id(&id)?.as_str(), listen, &remote, json),
+        } => super::bridge::serve_web(runtime_id(&id)?.as_str(), listen, &remote, json),
         AcpCommand::Log {
             id,
             follow: live,
@@ -352,43 +365,6 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
-}
-
-/// `acp attach` where runtimes have no bridge socket yet.
-#[cfg(not(unix))]
-fn attach(_: Option<&str>, _: Option<PathBuf>, _: bool) -> anyhow::Result<i32> {
-    bail!("acp attach is not built for this platform yet: its ACP runtimes have no bridge socket")
-}
-
-/// `acp attach`: standard input and output to the runtime's bridge.
-#[cfg(unix)]
-fn attach(id: Option<&str>, socket: Option<PathBuf>, read_only: bool) -> anyhow::Result<i32> {
-    use agent_comms_core::acp::bridge::attach;
-    let (path, owner) = match (id, socket) {
-        (_, Some(path)) => (super::absolute(path), None),
-        (Some(id), None) => (bridge_of(id)?.0, Some(agent_comms_core::paths::euid())),
-        (None, None) => bail!("give the runtime's id, or --socket PATH"),
-    };
-    let stream = attach::connect(&path, owner)
-        .with_context(|| format!("cannot attach to {}", path.display()))?;
-    attach::pipe(stream, std::io::stdin(), std::io::stdout(), read_only)
-        .context("the connection to the bridge failed")?;
-    Ok(0)
-}
-
-/// The bridge socket of the live ACP runtime `id`, and a connection to its
-/// endpoint.
-pub(super) fn bridge_of(id: &str) -> anyhow::Result<(PathBuf, Client)> {
-    let mut client = live(id)?;
-    let status = match client.request(Request::AcpStatus)? {
-        Response::Acp(status) => status,
-        Response::Error { message } => bail!("{message}"),
-        other => bail!("unexpected reply to acp_status: {other:?}"),
-    };
-    let path = status
-        .bridge
-        .with_context(|| format!("runtime {id} has no bridge socket"))?;
-    Ok((path, client))
 }
 
 /// The transcript so far, then each new entry until the session ends.
@@ -474,7 +450,7 @@ pub fn print_status(status: &AcpStatus) {
 }
 
 /// A live ACP runtime's endpoint.
-fn live(id: &str) -> anyhow::Result<Client> {
+pub(super) fn live(id: &str) -> anyhow::Result<Client> {
     let name = runtime_id(id)?;
     match Client::for_session(&name) {
         Ok((client, record)) if record.kind == agent_comms_core::session::SessionKind::Acp => {

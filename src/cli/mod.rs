@@ -1,7 +1,9 @@
 mod acp;
-mod acp_web;
 mod adapters;
 pub mod agent_comms;
+#[cfg_attr(unix, path = "bridge.rs")]
+#[cfg_attr(not(unix), path = "bridge_none.rs")]
+mod bridge;
 mod cells_format;
 mod doctor;
 mod interrupt;

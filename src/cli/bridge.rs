@@ -1,7 +1,9 @@
-//! `agent-comms acp serve-web` and `runtime acp-serve --listen`: a running
-//! ACP runtime's bridge served to browsers (the `agent-comms-web` crate;
-//! docs/acp-web.md). Here: finding the bridge, choosing the token file,
-//! printing the URLs, and knowing when the runtime has ended.
+//! The commands of a running ACP runtime's bridge: `agent-comms acp attach`
+//! (standard input and output to it), and `acp serve-web` and `runtime
+//! acp-serve --listen` (the bridge served to browsers by the
+//! `agent-comms-web` crate; docs/acp-web.md). Here: finding the bridge,
+//! choosing the token file, printing the URLs, and knowing when the runtime
+//! has ended.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -14,20 +16,8 @@ use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::protocol::{Event, Request, Response};
 use agent_comms_web::{address, tokens, Config, Tokens, Urls};
 use anyhow::{bail, Context};
-use clap::Args;
 
-/// The flags that let a web server listen beyond loopback.
-#[derive(Args, Clone, Default)]
-pub struct RemoteArgs {
-    /// Allow a --listen address other than loopback (needs --token-file).
-    #[arg(long)]
-    pub allow_remote: bool,
-    /// Keep the tokens in FILE (mode 0600; read if it exists, else
-    /// created), instead of a file in the runtime directory that lives as
-    /// long as the runtime.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-}
+use super::acp::RemoteArgs;
 
 /// Refuses, before the runtime starts, a `--listen` address that may not
 /// be used with `remote` or that is already taken (the background server
@@ -49,7 +39,7 @@ pub fn serve_web(
     json: bool,
 ) -> anyhow::Result<i32> {
     let listen = address::check(listen, remote.allow_remote, remote.token_file.is_some())?;
-    let (bridge, endpoint) = super::acp::bridge_of(id)?;
+    let (bridge, endpoint) = bridge_of(id)?;
     // The owner's file is kept; the default one goes with this server.
     let (tokens, token_file, temporary) = match &remote.token_file {
         Some(file) => {
@@ -158,4 +148,34 @@ pub fn launch(
         serde_json::from_str(line.trim()).context("the web server's start line is not JSON")?;
     web["pid"] = child.id().into();
     Ok(web)
+}
+
+/// `acp attach`: standard input and output to the runtime's bridge.
+pub fn attach(id: Option<&str>, socket: Option<PathBuf>, read_only: bool) -> anyhow::Result<i32> {
+    use agent_comms_core::acp::bridge::attach;
+    let (path, owner) = match (id, socket) {
+        (_, Some(path)) => (super::absolute(path), None),
+        (Some(id), None) => (bridge_of(id)?.0, Some(agent_comms_core::paths::euid())),
+        (None, None) => bail!("give the runtime's id, or --socket PATH"),
+    };
+    let stream = attach::connect(&path, owner)
+        .with_context(|| format!("cannot attach to {}", path.display()))?;
+    attach::pipe(stream, std::io::stdin(), std::io::stdout(), read_only)
+        .context("the connection to the bridge failed")?;
+    Ok(0)
+}
+
+/// The bridge socket of the live ACP runtime `id`, and a connection to its
+/// endpoint.
+fn bridge_of(id: &str) -> anyhow::Result<(PathBuf, Client)> {
+    let mut client = super::acp::live(id)?;
+    let status = match client.request(Request::AcpStatus)? {
+        Response::Acp(status) => status,
+        Response::Error { message } => bail!("{message}"),
+        other => bail!("unexpected reply to acp_status: {other:?}"),
+    };
+    let path = status
+        .bridge
+        .with_context(|| format!("runtime {id} has no bridge socket"))?;
+    Ok((path, client))
 }
