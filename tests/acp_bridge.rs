@@ -8,8 +8,8 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::acp::{deliver, messages, notes, show, transcript, Served};
-use support::acp_client::{position, AcpClient};
+use support::acp::{assert_noted, deliver, messages, notes, show, transcript, Served};
+use support::acp_client::{position, shown_positions, AcpClient};
 use support::env::TestEnv;
 use support::fakes::fake_events;
 use support::wait_until;
@@ -177,18 +177,8 @@ fn a_permission_ask_goes_to_every_controller_and_the_first_valid_answer_wins() {
     o.wait_for("the turn's end", |m| is_update_with(m, "permission: allow"));
     assert!(!o.seen.iter().any(is_ask));
     let notes = notes(&transcript(&env, "rt"));
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.contains("which the agent did not offer: ignored")),
-        "{notes:?}"
-    );
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.ends_with("answered the permission request: allow")),
-        "{notes:?}"
-    );
+    assert_noted(&notes, "which the agent did not offer: ignored");
+    assert_noted(&notes, "answered the permission request: allow");
 }
 
 #[test]
@@ -215,11 +205,9 @@ fn the_last_controller_leaving_with_a_permission_pending_gets_the_fallback() {
         "{answers:?}"
     );
     let notes = notes(&transcript(&env, "rt"));
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.contains("the last controller left: the policy's fallback answers")),
-        "{notes:?}"
+    assert_noted(
+        &notes,
+        "the last controller left: the policy's fallback answers",
     );
 }
 
@@ -253,34 +241,15 @@ fn nobody_answering_in_time_gets_the_fallback_and_nobody_attached_gets_it_at_onc
         .collect();
     assert_eq!(chosen, [json!("allow"), json!("allow")]);
     let notes = notes(&transcript(&env, "rt"));
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.contains("no controller is attached")),
-        "{notes:?}"
-    );
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.contains("nobody answered within 1 s")),
-        "{notes:?}"
-    );
+    assert_noted(&notes, "no controller is attached");
+    assert_noted(&notes, "nobody answered within 1 s");
 }
 
-/// The updates and prompts the tap holds for the session, from position
-/// `from` on: what a client must have been shown, one position each.
-fn shown_positions(env: &TestEnv, session: &str, from: u64) -> Vec<u64> {
-    transcript(env, "rt")
-        .iter()
-        .filter(|e| e["seq"].as_u64().unwrap() >= from)
-        .filter(|e| {
-            let msg = &e["msg"];
-            msg["params"]["sessionId"] == session
-                && ((e["dir"] == "from_agent" && msg["method"] == "session/update")
-                    || (e["dir"] == "to_agent" && msg["method"] == "session/prompt"))
-        })
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect()
+/// What a client of `session` must have been shown from position `from`
+/// on, as the tap holds it.
+fn shown_from(env: &TestEnv, session: &str, from: u64) -> Vec<u64> {
+    let shown = shown_positions(&transcript(env, "rt"), session);
+    shown.into_iter().filter(|&p| p >= from).collect()
 }
 
 #[test]
@@ -307,12 +276,12 @@ fn a_client_joining_mid_turn_gets_the_replay_then_live_with_nothing_missed_or_do
             && m["params"]["update"]["content"]["text"] == " — done."
     });
     // Wait for the last one, then compare with the tap.
-    let last = *shown_positions(&env, &session, 0).last().unwrap();
+    let last = *shown_from(&env, &session, 0).last().unwrap();
     late.wait_for("the last update", |m| {
         m["method"] == "session/update" && position(&m["params"]) == last
     });
     let got: Vec<u64> = late.updates().iter().map(|u| position(u)).collect();
-    assert_eq!(got, shown_positions(&env, &session, 0));
+    assert_eq!(got, shown_from(&env, &session, 0));
     assert_eq!(
         late.texts("user_message_chunk"),
         ["the first turn", "the second TURN_MS=1500"]
@@ -341,7 +310,7 @@ fn a_client_reconnecting_from_its_position_gets_exactly_what_it_missed() {
     );
     assert_eq!(joined["role"], "controller");
     let got: Vec<u64> = again.updates().iter().map(|u| position(u)).collect();
-    assert_eq!(got, shown_positions(&env, &session, last_seen + 1));
+    assert_eq!(got, shown_from(&env, &session, last_seen + 1));
     assert_eq!(again.texts("user_message_chunk"), ["while it was away"]);
     assert!(joined["position"].as_u64().unwrap() > last_seen);
 }

@@ -22,7 +22,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::acp_client::{position, AcpClient};
+use support::acp_client::{position, shown_positions, AcpClient};
 use support::real::world::World;
 use support::real::Cli;
 
@@ -535,19 +535,10 @@ fn option_of(ask: &Value, kind: &str) -> Value {
         .clone()
 }
 
-/// The positions the tap holds of what clients are shown (the agent's
-/// updates and every prompt) for `session`.
-fn shown_positions(w: &World, session: &str) -> Vec<u64> {
-    transcript(w, ID)
-        .iter()
-        .filter(|e| {
-            let msg = &e["msg"];
-            msg["params"]["sessionId"] == session
-                && ((e["dir"] == "from_agent" && msg["method"] == "session/update")
-                    || (e["dir"] == "to_agent" && msg["method"] == "session/prompt"))
-        })
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect()
+/// The positions of what a client of `session` is shown, as the tap holds
+/// them.
+fn shown(w: &World, session: &str) -> Vec<u64> {
+    shown_positions(&transcript(w, ID), session)
 }
 
 // Long: one scenario, in the order a team would live it; apart, each step
@@ -624,7 +615,7 @@ fn clients_share_the_session_through_the_bridge(cli: Cli, test: &str) {
         assert_eq!(c.texts("user_message_chunk"), [text], "[{test}] {}", c.name);
     }
     // The late one: the replay, then live, as the tap has it.
-    let tap = shown_positions(&w, &session);
+    let tap = shown(&w, &session);
     let last = *tap.last().unwrap();
     late.wait_for("the tap's last update", |m| {
         m["method"] == "session/update" && position(&m["params"]) == last
@@ -675,7 +666,7 @@ fn clients_share_the_session_through_the_bridge(cli: Cli, test: &str) {
     );
     let joined = again.call("_agent_comms/attach", json!({"after": last}));
     let missed: Vec<u64> = again.updates().iter().map(|u| position(u)).collect();
-    let tap: Vec<u64> = shown_positions(&w, &session)
+    let tap: Vec<u64> = shown(&w, &session)
         .into_iter()
         .filter(|&p| p > last && p < joined["position"].as_u64().unwrap())
         .collect();

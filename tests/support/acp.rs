@@ -149,3 +149,12 @@ pub fn messages<'a>(entries: &'a [Value], dir: &str) -> Vec<&'a Value> {
         .filter_map(|e| e.get("msg"))
         .collect()
 }
+
+/// Fails unless a note of the transcript holds `needle`.
+#[track_caller]
+pub fn assert_noted(notes: &[String], needle: &str) {
+    assert!(
+        notes.iter().any(|n| n.contains(needle)),
+        "no note holds {needle:?}: {notes:#?}"
+    );
+}

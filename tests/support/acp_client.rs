@@ -247,3 +247,18 @@ pub fn position(update: &Value) -> u64 {
         .as_u64()
         .expect("an update with its position")
 }
+
+/// The positions of what a client of `session` is shown, in the transcript
+/// `entries` (`acp log --json`): the agent's updates and every prompt.
+pub fn shown_positions(entries: &[Value], session: &str) -> Vec<u64> {
+    entries
+        .iter()
+        .filter(|e| {
+            let msg = &e["msg"];
+            msg["params"]["sessionId"] == session
+                && ((e["dir"] == "from_agent" && msg["method"] == "session/update")
+                    || (e["dir"] == "to_agent" && msg["method"] == "session/prompt"))
+        })
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect()
+}
