@@ -457,7 +457,8 @@ fn list(json: bool) -> anyhow::Result<i32> {
         for i in &infos {
             println!(
                 "{:<20} {:<11} {:>8} {:>7}  {:<24} {}",
-                i.record.name,
+                // As a str: a name's Display writes it without the padding.
+                i.record.name.as_str(),
                 i.record.kind.as_str(),
                 i.record.pid,
                 i.clients,
