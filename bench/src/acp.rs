@@ -124,6 +124,39 @@ fn since(called: f64, at: f64) -> Duration {
     Duration::from_secs_f64(((at - called) / 1000.0).max(0.0))
 }
 
+/// `--actor ID runtime acp-serve --id ID --json -- AGENT` in `project`
+/// (`cmd` adds its environment): what it printed, and its supervisor,
+/// ended when dropped.
+pub fn serve(
+    bench: &Bench,
+    project: &Project,
+    id: &str,
+    agent: &Path,
+    cmd: impl FnOnce(&mut std::process::Command),
+) -> anyhow::Result<(Value, Supervisor)> {
+    ensure!(agent.is_file(), "{} not found", agent.display());
+    let mut serve = project.agent_comms(bench);
+    cmd(&mut serve);
+    serve.args([
+        "--actor",
+        id,
+        "runtime",
+        "acp-serve",
+        "--id",
+        id,
+        "--json",
+        "--",
+    ]);
+    serve.arg(agent);
+    let (_, stdout) = timed(&mut serve)?;
+    let started: Value =
+        serde_json::from_str(stdout.trim()).context("`acp-serve --json` printed no JSON")?;
+    let pid = started["supervisor_pid"]
+        .as_u64()
+        .context("`acp-serve --json` printed no supervisor_pid")? as u32;
+    Ok((started, Supervisor(pid)))
+}
+
 /// Ends a detached supervisor by pid when dropped.
 pub struct Supervisor(pub u32);
 
@@ -134,30 +167,12 @@ impl Drop for Supervisor {
 }
 
 fn fake_acp(bench: &Bench, repo: &Path) -> anyhow::Result<Series> {
-    let agent = repo.join(FAKE_AGENT);
-    ensure!(agent.is_file(), "{} not found", agent.display());
     let project = Project::new(bench, "acp")?;
     let log = bench.private_dir("fakes")?.join("acp-agent.log");
-    let mut serve = project.agent_comms(bench);
-    serve.env("FAKE_ACP_LOG", &log);
-    serve.args([
-        "--actor",
-        ACP_ID,
-        "runtime",
-        "acp-serve",
-        "--id",
-        ACP_ID,
-        "--json",
-        "--",
-    ]);
-    serve.arg(&agent);
-    let (_, stdout) = timed(&mut serve)?;
-    let started: Value =
-        serde_json::from_str(stdout.trim()).context("`acp-serve --json` printed no JSON")?;
-    let pid = started["supervisor_pid"]
-        .as_u64()
-        .context("`acp-serve --json` printed no supervisor_pid")? as u32;
-    let _supervisor = Supervisor(pid);
+    let (_, supervisor) = serve(bench, &project, ACP_ID, &repo.join(FAKE_AGENT), |cmd| {
+        cmd.env("FAKE_ACP_LOG", &log);
+    })?;
+    let pid = supervisor.0;
     std::thread::sleep(IDLE);
     let idle_rss = crate::procs::rss_mb(pid)?;
     let texts: Vec<String> = (0..=bench.plan.acp_deliveries)

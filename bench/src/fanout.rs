@@ -48,7 +48,7 @@ use crate::acp::Supervisor;
 use crate::bench::Bench;
 use crate::progress;
 use crate::report::{judge, Row, Section};
-use crate::runtimes::{timed, Project};
+use crate::runtimes::Project;
 use crate::stats::{latencies, one, size, Quantity, Summary};
 
 const TITLE: &str = "ACP fan-out: one turn to many attached clients (issue 14)";
@@ -232,36 +232,20 @@ struct Runtime {
 
 impl Runtime {
     fn start(bench: &Bench, project: &Project) -> anyhow::Result<Self> {
-        let agent = bench.repo().join(FAKE_AGENT);
-        ensure!(agent.is_file(), "{} not found", agent.display());
         let cwd = project.path().to_owned();
-        let mut serve = project.agent_comms(bench);
-        serve.current_dir(&cwd).args([
-            "--actor",
-            ID,
-            "runtime",
-            "acp-serve",
-            "--id",
-            ID,
-            "--json",
-            "--",
-        ]);
-        serve.arg(&agent);
-        let (_, stdout) = timed(&mut serve)?;
-        let started: Value =
-            serde_json::from_str(stdout.trim()).context("`acp-serve --json` printed no JSON")?;
+        let agent = bench.repo().join(FAKE_AGENT);
+        let (started, supervisor) = crate::acp::serve(bench, project, ID, &agent, |cmd| {
+            cmd.current_dir(&cwd);
+        })?;
         let field = |key: &str| {
             started[key]
                 .as_str()
                 .map(str::to_owned)
                 .with_context(|| format!("`acp-serve --json` printed no {key}: {started}"))
         };
-        let pid = started["supervisor_pid"]
-            .as_u64()
-            .context("`acp-serve --json` printed no supervisor_pid")? as u32;
         Ok(Self {
-            pid,
-            _supervisor: Supervisor(pid),
+            pid: supervisor.0,
+            _supervisor: supervisor,
             bridge: field("bridge")?.into(),
             session: field("session_id")?,
             cwd,

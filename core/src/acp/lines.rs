@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Sink, Stream};
+use futures::{Sink, Stream, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::transcript::{Direction, Tap};
@@ -40,28 +40,40 @@ pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     output: R,
     tap: Arc<Tap>,
 ) -> impl Stream<Item = io::Result<String>> + Send + 'static {
-    let reader = BufReader::with_capacity(64 * 1024, output);
-    futures::stream::unfold((reader, tap), |(mut reader, tap)| async move {
+    let dropped = tap.clone();
+    bounded(output, move |len| {
+        dropped.note(format!(
+            "dropped a line of {len} bytes or more from the agent: over the {MAX_LINE}-byte limit"
+        ))
+    })
+    .inspect(move |line| {
+        if let Ok(line) = line {
+            tap.line(Direction::FromAgent, line);
+        }
+    })
+}
+
+/// The non-blank lines of `input`, each at most [`MAX_LINE`]: a longer one
+/// is dropped (`too_long` is told its length) and the next one read.
+pub(super) fn bounded<R: AsyncRead + Unpin + Send + 'static>(
+    input: R,
+    too_long: impl Fn(usize) + Send + 'static,
+) -> impl Stream<Item = io::Result<String>> + Send + 'static {
+    let reader = BufReader::with_capacity(64 * 1024, input);
+    futures::stream::unfold((reader, too_long), |(mut reader, too_long)| async move {
         loop {
             match next_line(&mut reader).await {
                 Ok(Line::Eof) => return None,
-                Ok(Line::Text(line)) => {
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    tap.line(Direction::FromAgent, &line);
-                    return Some((Ok(line), (reader, tap)));
-                }
-                Ok(Line::TooLong(len)) => tap.note(format!(
-                    "dropped a line of {len} bytes or more from the agent: over the {MAX_LINE}-byte limit"
-                )),
-                Err(e) => return Some((Err(e), (reader, tap))),
+                Ok(Line::Text(line)) if line.trim().is_empty() => continue,
+                Ok(Line::Text(line)) => return Some((Ok(line), (reader, too_long))),
+                Ok(Line::TooLong(len)) => too_long(len),
+                Err(e) => return Some((Err(e), (reader, too_long))),
             }
         }
     })
 }
 
-pub(super) enum Line {
+enum Line {
     Text(String),
     /// Dropped; at least this many bytes.
     TooLong(usize),
@@ -69,7 +81,7 @@ pub(super) enum Line {
 }
 
 /// One line, read without holding more than [`MAX_LINE`] of it.
-pub(super) async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Result<Line> {
+async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Result<Line> {
     let mut line = Vec::new();
     let mut dropped = 0usize;
     loop {

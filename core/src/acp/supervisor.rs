@@ -130,8 +130,12 @@ impl AcpSupervisor {
                 return Err(e);
             }
         };
-        let started =
-            Self::start_agent(config, policy, (listener, bridge_listener), registry, paths).await;
+        let bound = Bound {
+            endpoint: listener,
+            bridge: bridge_listener,
+            bridge_path: bridge_path.clone(),
+        };
+        let started = Self::start_agent(config, policy, bound, registry, paths).await;
         if let Err(e) = &started {
             let _ = std::fs::remove_file(&bridge_path);
             tracing::warn!("the ACP session did not start: {e}");
@@ -142,7 +146,7 @@ impl AcpSupervisor {
     async fn start_agent(
         config: AcpConfig,
         policy: Policy,
-        (listener, bridge_listener): (Listener, BridgeListener),
+        bound: Bound,
         registry: Registry,
         paths: SessionPaths,
     ) -> Result<Self, AcpError> {
@@ -180,8 +184,8 @@ impl AcpSupervisor {
             &policy,
             launched.asks,
         );
-        if bridge_listener.is_some() {
-            bridge.listening_at(bridge_path(&paths, &policy));
+        if bound.bridge.is_some() {
+            bridge.listening_at(bound.bridge_path);
         }
         let endpoint = Arc::new(Endpoint {
             bridge: bridge.clone(),
@@ -197,9 +201,9 @@ impl AcpSupervisor {
         Ok(Self {
             handle,
             bridge,
-            bridge_listener,
+            bridge_listener: bound.bridge,
             endpoint,
-            listener,
+            listener: bound.endpoint,
             agent: launched.agent,
             connection: launched.connection,
             stop: launched.stop,
@@ -335,6 +339,14 @@ impl AcpSupervisor {
 /// The bridge socket, bound at start and served by the run loop (none on
 /// a platform without one yet).
 type BridgeListener = Option<listen::Listener>;
+
+/// What start bound before the agent started: the endpoint, and the
+/// bridge socket at its path.
+struct Bound {
+    endpoint: Listener,
+    bridge: BridgeListener,
+    bridge_path: PathBuf,
+}
 
 fn bridge_path(paths: &SessionPaths, policy: &Policy) -> PathBuf {
     listen::socket_path(&paths.socket, policy.clients().socket.as_deref())

@@ -93,12 +93,12 @@ pub fn connect(path: &Path) -> std::io::Result<ClientStream> {
 /// The effective uid of the process that listens at the other end (as it
 /// was when it created the socket).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn server_uid(stream: &ClientStream) -> std::io::Result<u32> {
+pub fn server_uid(stream: &ClientStream) -> std::io::Result<u32> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     Ok(getsockopt(stream, PeerCredentials)?.uid())
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn server_uid(stream: &ClientStream) -> std::io::Result<u32> {
+pub fn server_uid(stream: &ClientStream) -> std::io::Result<u32> {
     Ok(nix::unistd::getpeereid(stream)?.0.as_raw())
 }

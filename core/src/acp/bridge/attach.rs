@@ -20,8 +20,7 @@ use super::ext::ObserveNotification;
 pub fn connect(path: &Path, owner: Option<u32>) -> io::Result<UnixStream> {
     let file_owner = std::fs::symlink_metadata(path)?.uid();
     let stream = UnixStream::connect(path)?;
-    let server =
-        nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)?.uid();
+    let server = crate::socket::server_uid(&stream)?;
     let expected = owner.unwrap_or(file_owner);
     if server != expected || server != file_owner {
         return Err(io::Error::new(

@@ -1,7 +1,7 @@
 //! One client's connection: the crate's agent role on it, and the task
 //! that shows it the transcript — replayed when it joins, live after.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,8 +42,7 @@ pub(super) struct Seat {
     /// The most this connection may do; `role` never goes above it.
     most: Role,
     role: Mutex<Role>,
-    joined: AtomicBool,
-    /// The session it joined last.
+    /// The session it joined last; none before it joined one.
     session: Mutex<Option<String>>,
     /// Lines the transport wrote, and notifications the bridge queued.
     written: Arc<Written>,
@@ -60,7 +59,6 @@ impl Seat {
             since,
             most: peer.role,
             role: Mutex::new(peer.role),
-            joined: AtomicBool::new(false),
             session: Mutex::new(None),
             written,
             queued: AtomicU64::new(0),
@@ -72,7 +70,7 @@ impl Seat {
     }
 
     pub fn joined(&self) -> bool {
-        self.joined.load(Ordering::Acquire)
+        self.session().is_some()
     }
 
     fn session(&self) -> Option<String> {
@@ -586,7 +584,6 @@ async fn follow(
                     Ok(rx) => live = Some(rx),
                     Err(why) => return Leaving::Dropped(why),
                 }
-                seat.joined.store(true, Ordering::Release);
                 if seat.role() == Role::Controller {
                     bridge.asks.controller_joined(seat.id, cx.clone(), &session);
                 }

@@ -14,27 +14,18 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use futures::{Sink, Stream};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::acp::lines::{next_line, Line, MAX_LINE};
+use crate::acp::lines::{bounded, MAX_LINE};
 
 /// A client's lines, in.
 pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     read: R,
 ) -> impl Stream<Item = io::Result<String>> + Send + 'static {
-    let reader = BufReader::with_capacity(64 * 1024, read);
-    futures::stream::unfold(reader, |mut reader| async move {
-        loop {
-            match next_line(&mut reader).await {
-                Ok(Line::Eof) => return None,
-                Ok(Line::Text(line)) if line.trim().is_empty() => continue,
-                Ok(Line::Text(line)) => return Some((Ok(line), reader)),
-                Ok(Line::TooLong(len)) => {
-                    tracing::warn!("dropped a line of {len} bytes from a client: over the {MAX_LINE}-byte limit");
-                }
-                Err(e) => return Some((Err(e), reader)),
-            }
-        }
+    bounded(read, |len| {
+        tracing::warn!(
+            "dropped a line of {len} bytes from a client: over the {MAX_LINE}-byte limit"
+        );
     })
 }
 
