@@ -75,6 +75,10 @@ enum Command {
     /// The project's state database: check that it is sound.
     #[command(subcommand)]
     Store(super::store::StoreCommand),
+    /// Serve agent-comms to an agent as MCP tools on standard input and
+    /// output (cells, sessions, messages, ACP runtimes); `mcp config`
+    /// prints the snippet that configures an agent to start it.
+    Mcp(super::mcp::McpArgs),
 }
 
 #[derive(Subcommand)]
@@ -241,6 +245,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Message(cmd) => super::messages::message(cmd, actor),
         Command::Doctor { json } => super::doctor::run(json),
         Command::Store(cmd) => super::store::run(cmd),
+        Command::Mcp(args) => super::mcp::run(args, actor),
     }
 }
 

@@ -5,18 +5,18 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use agent_comms_core::cells::{CellsConfig, FrameMode};
+use agent_comms_core::cells::FrameMode;
 use agent_comms_core::client::attach::{stream, StreamEnd, DEFAULT_DETACH_KEY};
 use agent_comms_core::client::{Client, ClientError};
 use agent_comms_core::paths::ensure_runtime_root;
-use agent_comms_core::pty::SpawnSpec;
 use agent_comms_core::session::{Liveness, Registry, SessionError, SessionKind, SessionName};
 use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{
     CellEvent, CellReply, CellState, Event, Request, Response, StreamMode,
 };
-use agent_comms_core::supervisor::{SupervisorConfig, DEFAULT_KILL_GRACE};
+use agent_comms_core::supervisor::cell_session::{self, CellSession};
+use agent_comms_core::supervisor::DEFAULT_KILL_GRACE;
 
 use super::cells_format::{cell_json, error_json, py_repr};
 
@@ -253,11 +253,23 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
         Err(message) => return err(out, &message),
     };
     let command_line = args.command_line();
-    if let Some(program) = missing_program(&command_line) {
+    if let Some(program) = cell_session::missing_program(&command_line) {
         return err(out, &format!("create failed: command not found: {program}"));
     }
     let files_dir = registry.root().join(format!("{name}.cells"));
-    let config = cell_session(&name, command_line, args.record, frame, files_dir);
+    let adapters = agent_comms_adapters::registry();
+    let config = CellSession {
+        name: name.clone(),
+        profile: adapters
+            .for_command(&command_line)
+            .map(|entry| &entry.profile),
+        command_line,
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        frame,
+        record: args.record,
+        files_dir,
+    }
+    .config();
     if let Err(e) = super::launch::start_detached(&config) {
         return err(out, &format!("create failed: {e:#}"));
     }
@@ -271,37 +283,6 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
         _ => writeln!(out, "OK {name}"),
     }
     .map_or(1, |_| 0)
-}
-
-/// The supervisor configuration of a `k` session running `command_line`.
-fn cell_session(
-    name: &SessionName,
-    command_line: String,
-    record: Option<PathBuf>,
-    frame: Option<FrameMode>,
-    files_dir: PathBuf,
-) -> SupervisorConfig {
-    let profile = agent_comms_adapters::registry()
-        .for_command(&command_line)
-        .map(|entry| entry.profile.clone());
-    SupervisorConfig {
-        name: name.clone(),
-        kind: SessionKind::Cell,
-        spawn: SpawnSpec {
-            argv: shell_argv(&command_line),
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-            env: Vec::new(),
-            env_remove: vec!["K_SESSION".into()],
-            rows: 50,
-            cols: 200,
-            record,
-        },
-        command_line,
-        kill_grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
-        cells: Some(CellsConfig::for_command(profile.as_ref(), frame, files_dir)),
-        adapter: None,
-        keyboard_quiet_ms: agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS,
-    }
 }
 
 /// `--prompt=X`: a hook when X names a path (made absolute and checked
@@ -348,38 +329,6 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// The command line runs in a shell; a simple command is exec'd so the REPL
-/// itself leads the session (signals and exit status reach it directly).
-fn shell_argv(command_line: &str) -> Vec<String> {
-    let compound = command_line.contains(|c| {
-        matches!(
-            c,
-            ';' | '&' | '|' | '\n' | '(' | ')' | '`' | '$' | '<' | '>'
-        )
-    });
-    let script = if compound {
-        command_line.to_owned()
-    } else {
-        format!("exec {command_line}")
-    };
-    vec!["/bin/sh".into(), "-c".into(), script]
-}
-
-/// The program of a simple command line when it is not on PATH.
-fn missing_program(command_line: &str) -> Option<String> {
-    let program = agent_comms_core::adapter::program_of(command_line)?;
-    let words = agent_comms_core::adapter::command::shell_words(command_line);
-    let word = words
-        .iter()
-        .find(|w| w.rsplit('/').next() == Some(program.as_str()))?;
-    if word.contains('/') {
-        return (!Path::new(word).exists()).then(|| word.to_owned());
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|dir| dir.join(word).is_file());
-    (!found).then(|| word.to_owned())
 }
 
 fn kill(name: &SessionName, out: &mut dyn Write) -> i32 {

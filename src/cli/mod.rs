@@ -10,6 +10,7 @@ mod interrupt;
 pub mod k;
 pub mod km;
 mod launch;
+mod mcp;
 mod messages;
 mod runtime;
 mod store;

@@ -121,6 +121,12 @@ pub struct ServeArgs {
     /// `--allowedTools "Bash(agent-comms *)"`).
     #[arg(long, alias = "claude-allow-agent-comms")]
     allow_agent_comms: bool,
+    /// Give the provider agent-comms as MCP tools for this run (`agent-comms
+    /// mcp`, default tool set, acting as this runtime's agent), with its
+    /// tools allowed; the user's configuration files are not touched.
+    /// Claude Code, Codex and opencode.
+    #[arg(long)]
+    mcp: bool,
     /// Deliveries wait this long after your last keystroke.
     #[arg(long, default_value_t = DEFAULT_KEYBOARD_QUIET_MS, value_name = "MS")]
     keyboard_quiet_ms: u64,
@@ -244,7 +250,8 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
         },
         None => registry.for_command(&args.command.join(" ")).cloned(),
     };
-    let argv = if args.allow_agent_comms {
+    let agent = actor.map_or_else(|| id.to_string(), str::to_owned);
+    let mut argv = if args.allow_agent_comms {
         let exe = std::env::current_exe()
             .and_then(|p| p.canonicalize())
             .context("cannot resolve the agent-comms executable's path")?;
@@ -252,6 +259,12 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
     } else {
         args.command
     };
+    let mut env = Vec::new();
+    if args.mcp {
+        let one_run = super::mcp::for_provider(adapter.as_ref(), &agent)?;
+        argv.extend(one_run.args);
+        env = one_run.env;
+    }
     let discovery = adapter
         .as_ref()
         .and_then(|e| conversations::discovery_for(&e.profile))
@@ -260,11 +273,12 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
     let code = serve(
         Box::new(store),
         ServeOptions {
-            agent: actor.map_or_else(|| id.to_string(), str::to_owned),
+            agent,
             id,
             host: host_id()?,
             adapter,
             argv,
+            env,
             cwd: std::env::current_dir().context("cannot read the current directory")?,
             heartbeat: Duration::from_millis(args.heartbeat_ms),
             keyboard_quiet: Duration::from_millis(args.keyboard_quiet_ms),

@@ -4,8 +4,9 @@
 //! pays for one connect, one request and one reply, and nothing else, which
 //! is most of why it is fast.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
+use std::time::Instant;
 
 use crate::paths::{ensure_runtime_root, PathError};
 use crate::session::{Liveness, Registry, SessionError, SessionName, SessionRecord};
@@ -115,6 +116,33 @@ impl Client {
                 return Err(ClientError::Closed);
             }
             self.decoder.push(&buf[..n]);
+        }
+    }
+
+    /// Like [`Self::read_frame`], but gives up at `deadline`: `None` when
+    /// no whole frame arrived by then. For waits that must end (a tool call
+    /// with a timeout) on a connection the supervisor pushes events on.
+    pub fn read_frame_until(&mut self, deadline: Instant) -> Result<Option<Frame>, ClientError> {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            if let Some(frame) = self.decoder.next_frame()? {
+                return Ok(Some(frame));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.stream.set_read_timeout(Some(left))?;
+            let read = self.stream.read(&mut buf);
+            self.stream.set_read_timeout(None)?;
+            match read {
+                Ok(0) => return Err(ClientError::Closed),
+                Ok(n) => self.decoder.push(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 

@@ -41,6 +41,9 @@ pub struct ServeOptions {
     pub adapter: Option<Entry>,
     /// The provider's command line, as given after `--`.
     pub argv: Vec<String>,
+    /// Variables set for the provider on top of its profile's (this run's
+    /// MCP configuration, for one).
+    pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub heartbeat: Duration,
     pub keyboard_quiet: Duration,
@@ -218,6 +221,7 @@ async fn bind_when_discovered(
 fn supervisor_config(opts: &ServeOptions, start: &StartPlan) -> SupervisorConfig {
     let profile = opts.adapter.as_ref().map(|e| &e.profile);
     let mut env = profile.map(|p| p.env.pairs()).unwrap_or_default();
+    env.extend(opts.env.iter().cloned());
     env.push(("AGENT_COMMS_ACTOR".into(), opts.agent.clone()));
     SupervisorConfig {
         name: opts.id.clone(),

@@ -7,6 +7,7 @@
 //! providers send instead of screen text), and the answers owed to terminal
 //! queries when no real terminal is attached (see [`responder`]).
 
+pub mod log;
 pub mod responder;
 pub mod strip;
 

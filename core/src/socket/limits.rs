@@ -81,6 +81,7 @@ fn request_limit(request: &Request) -> usize {
         | Request::CellStatus
         | Request::Subscribe { .. }
         | Request::History { .. }
+        | Request::OutputSince { .. }
         | Request::Nudge { .. }
         | Request::AcpStatus
         | Request::Cancel

@@ -60,6 +60,11 @@ pub enum Request {
     History {
         lines: usize,
     },
+    /// What the program printed after `cursor` (a position an earlier
+    /// `output` answer gave; 0 is the start), escapes removed.
+    OutputSince {
+        cursor: u64,
+    },
     /// Type one line into the program with the delivery discipline (wait
     /// for idle and a quiet keyboard, verify echo and submission); the reply
     /// is `Delivered` with the evidence, or an error saying why not.
@@ -104,6 +109,7 @@ pub enum Response {
     Cell(CellReply),
     CellStatus(CellStatusReply),
     Lines { lines: Vec<String> },
+    Output(OutputSince),
     Delivered(crate::delivery::Evidence),
     Invocation(InvocationOutcome),
     Acp(AcpStatus),
@@ -188,6 +194,17 @@ pub enum Event {
     Exited(ExitInfo),
     Cell(CellEvent),
     Transcript(TranscriptEntry),
+}
+
+/// Text a program printed after a position ([`Request::OutputSince`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSince {
+    pub text: String,
+    /// Where the next read starts.
+    pub cursor: u64,
+    /// Bytes after the asked position no longer kept (the supervisor keeps
+    /// the last 256 KiB of text).
+    pub skipped: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -114,6 +114,15 @@ impl ClientStream {
         ))
     }
 
+    /// Missing on Windows for the same reason (synchronous pipe I/O has no
+    /// timeout): waits with a deadline say they are unsupported.
+    pub fn set_read_timeout(&self, _timeout: Option<std::time::Duration>) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "waiting with a timeout is not supported on Windows yet (the endpoint's reads cannot time out)",
+        ))
+    }
+
     /// See [`ClientStream::try_clone`]: there is no second handle to end.
     pub fn shutdown(&self, _how: std::net::Shutdown) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())

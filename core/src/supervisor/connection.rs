@@ -11,7 +11,9 @@ use super::{exited, sleep_until, SessionHandle, Shared, MAX_KILL_GRACE};
 use crate::delivery::DeliveryOptions;
 use crate::pty::size::SizeError;
 use crate::socket::codec::{Frame, Message};
-use crate::socket::protocol::{CellEvent, Event, ExitInfo, Request, Response, StreamMode};
+use crate::socket::protocol::{
+    CellEvent, Event, ExitInfo, OutputSince, Request, Response, StreamMode,
+};
 use crate::socket::Stream;
 
 pub(super) async fn serve(stream: Stream, shared: Shared) {
@@ -224,6 +226,14 @@ impl Connection {
                 },
                 Err(message) => Response::Error { message },
             },
+            Request::OutputSince { cursor } => {
+                let since = state.output_log.since(cursor);
+                Response::Output(OutputSince {
+                    text: since.text,
+                    cursor: since.cursor,
+                    skipped: since.skipped,
+                })
+            }
             Request::AcpStatus | Request::Cancel | Request::Follow => Response::Error {
                 message: format!(
                     "session '{}' is not an ACP runtime; it has no ACP session to report, cancel or follow",

@@ -8,6 +8,7 @@
 //! a crash could lose does not live here: the session record on disk is enough
 //! for the next command to notice a dead supervisor and clean up.
 
+pub mod cell_session;
 mod connection;
 pub mod foreground;
 pub(crate) mod framed;
@@ -34,6 +35,7 @@ use crate::delivery::{DeliveryCoordinator, DeliveryStyle};
 use crate::paths::ensure_runtime_root;
 use crate::pty::size::SizeError;
 use crate::pty::{PtyEvent, PtyProcess, SpawnSpec};
+use crate::screen::log::OutputLog;
 use crate::screen::ScreenModel;
 use crate::session::{Liveness, Registry, SessionKind, SessionName, SessionPaths, SessionRecord};
 use crate::socket::protocol::{ExitInfo, SessionInfo};
@@ -74,6 +76,9 @@ const PTY_QUEUE: usize = 8;
 const CLIENT_FAREWELL: Duration = Duration::from_secs(1);
 /// Default quiet period after a person's last keystroke before a delivery.
 pub const DEFAULT_KEYBOARD_QUIET_MS: u64 = 2000;
+
+/// Set in every supervised program's environment to its session's name.
+pub const SESSION_ENV: &str = "AGENT_COMMS_SESSION";
 
 /// Everything a supervisor needs to start; sent from the launching command.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,6 +140,8 @@ pub(crate) struct State {
     pub input_rule: bool,
     pub keyboard: keyboard::Keyboard,
     pub last_output: std::time::Instant,
+    /// The text printed so far, by position (`output_since`).
+    pub output_log: OutputLog,
 }
 
 impl State {
@@ -174,6 +181,7 @@ impl State {
             input_rule: input.line.is_some(),
             keyboard: keyboard::Keyboard::default(),
             last_output: std::time::Instant::now(),
+            output_log: OutputLog::default(),
         }
     }
 
@@ -312,7 +320,13 @@ fn start_child(
     paths: &SessionPaths,
     events: mpsc::Sender<PtyEvent>,
 ) -> Result<(PtyProcess, SessionRecord), SupervisorError> {
-    let pty = match PtyProcess::spawn(&config.spawn, events) {
+    // What runs inside knows which session it is in: an MCP server started
+    // there refuses to kill its own session or type into it.
+    let mut spawn = config.spawn.clone();
+    spawn
+        .env
+        .push((SESSION_ENV.into(), config.name.as_str().to_owned()));
+    let pty = match PtyProcess::spawn(&spawn, events) {
         Ok(p) => p,
         Err(e) => {
             let _ = std::fs::remove_file(&paths.socket);
@@ -556,6 +570,7 @@ impl Supervisor {
             cells.on_output(&bytes);
         }
         state.last_output = std::time::Instant::now();
+        state.output_log.push(&bytes);
         if state.activity.is_some() {
             // The debounce needs every screen the program shows, not only
             // the ones somebody asked about: a busy moment between two

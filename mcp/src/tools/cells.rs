@@ -1,0 +1,685 @@
+//! Cells: a persistent REPL per session, as `k` gives the command line
+//! (docs/cells.md). A cell id is optional wherever the session's current
+//! cell is meant, and so is the session when exactly one cell session is
+//! live (or `K_SESSION` names one).
+//!
+//! Waits block here, in the server: `cell_run` until the cell ends (with
+//! progress notifications carrying its output), `cell_wait` until a fired
+//! cell ends. The model never polls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use agent_comms_core::cells::FrameMode;
+use agent_comms_core::paths::ensure_runtime_root;
+use agent_comms_core::session::{Liveness, Registry, SessionKind, SessionName};
+use agent_comms_core::socket::codec::Message;
+use agent_comms_core::socket::is_dialable;
+use agent_comms_core::socket::protocol::{
+    CellEvent, CellReply, CellState, Event, Request, Response,
+};
+use agent_comms_core::supervisor::cell_session::{missing_program, CellSession};
+use agent_comms_core::supervisor::launch::spawn_detached;
+use agent_comms_core::supervisor::DEFAULT_KILL_GRACE;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ask, connect, live_sessions, session_name, timeout, unexpected};
+use crate::reply::{blocking, Reply, ToolError, ToolResult};
+use crate::wait::{until_cancelled, CANCEL_CHECK};
+use crate::Server;
+
+const NO_SESSION: &str = "cell_new creates one";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewArgs {
+    /// The session's name (letters, digits, `-`, `_`, `.`).
+    pub session: String,
+    /// The REPL to run, as a shell command line (default `bash`). Known
+    /// REPLs (bash, python3, node, gdb, sqlite3, psql …) get exact cell
+    /// ends with exit codes.
+    pub command: Option<String>,
+    /// The REPL's exact prompt, for a REPL no profile knows: a cell ends
+    /// when it shows again.
+    pub prompt: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NewResult {
+    pub session: String,
+    pub command: String,
+    /// False when the session was already running (nothing was started).
+    pub started: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// The cell session (optional when only one is live).
+    pub session: Option<String>,
+    /// The code, as typed into the REPL; several lines are one cell.
+    pub code: String,
+    /// Seconds to wait for the cell to end (default 30 for `cell_run`, 300
+    /// for `cell_fire`); it keeps running after, and `cell_wait` picks it up.
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CellArgs {
+    /// The cell session (optional when only one is live).
+    pub session: Option<String>,
+    /// The cell (default: the session's current or last one).
+    pub cell_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The cell session (optional when only one is live).
+    pub session: Option<String>,
+    /// The cell (default: the session's current or last one).
+    pub cell_id: Option<String>,
+    /// Seconds to wait at most (default 30).
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionArgs {
+    /// The cell session (optional when only one is live).
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillArgs {
+    /// The cell session to end.
+    pub session: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryArgs {
+    /// The cell session (optional when only one is live).
+    pub session: Option<String>,
+    /// How many lines of the session's filtered view (default 25).
+    pub lines: Option<usize>,
+}
+
+/// A cell's state, as `k run -j` prints it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CellResult {
+    pub session: String,
+    pub cell_id: Option<String>,
+    /// fired, running, done, timeout (still running after the timeout),
+    /// interrupted or error.
+    pub status: String,
+    /// What the cell printed (not while it runs).
+    pub output: Option<String>,
+    /// The code's exit status, where the REPL reports one.
+    pub exit_code: Option<i32>,
+}
+
+impl CellResult {
+    fn new(session: &SessionName, reply: CellReply) -> Self {
+        let running = matches!(reply.status, CellState::Fired | CellState::Running);
+        Self {
+            session: session.to_string(),
+            cell_id: reply.cell_id,
+            status: reply.status.as_str().to_owned(),
+            output: if running { None } else { reply.output },
+            exit_code: reply.exit_code,
+        }
+    }
+
+    fn reply(self) -> Reply<Self> {
+        let id = self.cell_id.as_deref().unwrap_or("-");
+        let text = match (self.status.as_str(), &self.output) {
+            ("done", Some(output)) => match self.exit_code {
+                Some(code) if code != 0 => format!("{output}\n[exit code {code}]"),
+                _ => output.clone(),
+            },
+            ("fired" | "running", _) => format!(
+                "cell {id} is {}; cell_wait returns when it ends",
+                self.status
+            ),
+            ("timeout", output) => format!(
+                "cell {id} still runs after the timeout; cell_wait waits more, cell_interrupt stops it\n{}",
+                output.as_deref().unwrap_or("")
+            ),
+            (status, output) => format!("cell {id}: {status}\n{}", output.as_deref().unwrap_or("")),
+        };
+        Reply::new(self, text)
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Done {
+    pub session: String,
+    pub done: String,
+}
+
+impl Done {
+    fn reply(session: &SessionName, done: &str) -> Reply<Self> {
+        let text = format!("{done}: {session}");
+        Reply::new(
+            Self {
+                session: session.to_string(),
+                done: done.to_owned(),
+            },
+            text,
+        )
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CellSessions {
+    pub sessions: Vec<CellSessionState>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CellSessionState {
+    pub session: String,
+    pub command: String,
+    /// idle, running, done or timeout.
+    pub state: String,
+    pub cell_id: Option<String>,
+    /// Started by this server (its own to interrupt and kill).
+    pub started_here: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct History {
+    pub session: String,
+    pub lines: Vec<String>,
+}
+
+/// The cell session a call means: the one named, else `K_SESSION`, else
+/// the only live one.
+fn cell_session(explicit: Option<&str>) -> Result<SessionName, ToolError> {
+    if let Some(name) = explicit {
+        return session_name(name);
+    }
+    if let Some(name) = std::env::var("K_SESSION").ok().filter(|s| !s.is_empty()) {
+        return session_name(&name);
+    }
+    let mut cells: Vec<SessionName> = live_sessions()?
+        .into_iter()
+        .filter(|r| r.kind == SessionKind::Cell)
+        .map(|r| r.name)
+        .collect();
+    match cells.len() {
+        1 => Ok(cells.remove(0)),
+        0 => Err(ToolError::new(
+            "no cell session is live; cell_new starts one",
+        )),
+        n => Err(ToolError::new(format!(
+            "{n} cell sessions are live; name one as `session` (cell_list shows them)"
+        ))),
+    }
+}
+
+fn cell_reply(session: &SessionName, request: Request) -> Result<CellResult, ToolError> {
+    match ask(session, request, NO_SESSION)? {
+        Response::Cell(reply) => Ok(CellResult::new(session, reply)),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn is_over(status: CellState) -> bool {
+    matches!(
+        status,
+        CellState::Done | CellState::Interrupted | CellState::Error
+    )
+}
+
+#[tool_router(router = cell_tools, vis = "pub(crate)")]
+impl Server {
+    /// Start a persistent REPL session for cells (default: bash). Nothing
+    /// happens when it already runs.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<NewResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_new(&self, Parameters(args): Parameters<NewArgs>) -> ToolResult<NewResult> {
+        let shared = self.shared.clone();
+        blocking(move || {
+            let name = session_name(&args.session)?;
+            let command_line = args.command.unwrap_or_else(|| "bash".to_owned());
+            let frame = match args.prompt.as_deref().map(str::trim) {
+                Some("") => {
+                    return Err(ToolError::new(
+                        "prompt is empty; leave it out for a known REPL",
+                    ))
+                }
+                Some(p) => Some(FrameMode::Prompt(p.to_owned())),
+                None => None,
+            };
+            let root = ensure_runtime_root().map_err(|e| ToolError::new(e.to_string()))?;
+            let registry = Registry::new(root, is_dialable);
+            if let Some(Liveness::Live(record)) = registry.check(&name) {
+                if record.kind != SessionKind::Cell {
+                    return Err(ToolError::new(format!(
+                        "session '{name}' exists but runs no cells (it is a {}); pick another name",
+                        record.kind.as_str()
+                    )));
+                }
+                let text = format!("{name} is already running ({})", record.command);
+                let result = NewResult {
+                    session: name.to_string(),
+                    command: record.command,
+                    started: false,
+                };
+                return Ok(Reply::new(result, text));
+            }
+            if let Some(program) = missing_program(&command_line) {
+                return Err(ToolError::new(format!(
+                    "command not found: {program}; give `command` a program on PATH"
+                )));
+            }
+            let adapters = agent_comms_adapters::registry();
+            let config = CellSession {
+                name: name.clone(),
+                profile: adapters.for_command(&command_line).map(|e| &e.profile),
+                command_line: command_line.clone(),
+                cwd: std::env::current_dir().unwrap_or_else(|_| "/".into()),
+                frame,
+                record: None,
+                files_dir: registry.root().join(format!("{name}.cells")),
+            }
+            .config();
+            let log = registry.paths(&name).log;
+            spawn_detached(&shared.supervisor, &config, &log)
+                .map_err(|e| ToolError::new(format!("cannot start session '{name}': {e}")))?;
+            shared.started_here(&name);
+            let text = format!("started {name} ({command_line})");
+            let result = NewResult {
+                session: name.to_string(),
+                command: command_line,
+                started: true,
+            };
+            Ok(Reply::new(result, text))
+        })
+        .await
+    }
+
+    /// Run code in a cell session's REPL and wait for its output (variables
+    /// persist between calls). Progress notifications carry the output as
+    /// it comes; cancelling the call interrupts the cell.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<CellResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn cell_run(
+        &self,
+        Parameters(args): Parameters<RunArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolResult<CellResult> {
+        let wait = timeout(args.timeout, 30.0)?;
+        let session = cell_session(args.session.as_deref())?;
+        let progress = context.meta.get_progress_token().map(|token| {
+            let (lines, rx) = tokio::sync::mpsc::unbounded_channel();
+            let stop = Arc::new(AtomicBool::new(false));
+            let reader = {
+                let (session, stop) = (session.clone(), stop.clone());
+                tokio::task::spawn_blocking(move || follow_lines(&session, &stop, &lines))
+            };
+            let peer = context.peer.clone();
+            let sender = tokio::spawn(forward_progress(peer, token, rx));
+            (stop, reader, sender)
+        });
+        let run = {
+            let session = session.clone();
+            let request = Request::CellRun {
+                code: args.code,
+                timeout_ms: wait.as_millis() as u64,
+                wait: true,
+            };
+            tokio::task::spawn_blocking(move || cell_reply(&session, request))
+        };
+        tokio::pin!(run);
+        let result = tokio::select! {
+            done = &mut run => done,
+            () = context.ct.cancelled() => {
+                // The caller gave up: so does the cell. Its answer still
+                // comes, and settles the run.
+                let session = session.clone();
+                let _ = blocking(move || ask(&session, Request::CellInterrupt, NO_SESSION).map(drop)).await;
+                run.await
+            }
+        };
+        if let Some((stop, reader, sender)) = progress {
+            stop.store(true, Ordering::Relaxed);
+            let _ = reader.await;
+            let _ = sender.await;
+        }
+        let result = result.map_err(|e| ToolError::new(format!("the run failed: {e}")))??;
+        if result.status == "error" && result.cell_id.is_none() {
+            // A refusal (a cell already runs, the REPL is not ready) comes
+            // back as an error cell: say it as an error.
+            return Err(ToolError::new(result.output.unwrap_or_default()));
+        }
+        Ok(result.reply())
+    }
+
+    /// Send code to a cell session and return at once with the cell's id;
+    /// cell_wait or cell_poll picks up its result.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<CellResult>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn cell_fire(&self, Parameters(args): Parameters<RunArgs>) -> ToolResult<CellResult> {
+        let wait = timeout(args.timeout, 300.0)?;
+        blocking(move || {
+            let session = cell_session(args.session.as_deref())?;
+            let request = Request::CellRun {
+                code: args.code,
+                timeout_ms: wait.as_millis() as u64,
+                wait: false,
+            };
+            let result = cell_reply(&session, request)?;
+            if result.status == "error" {
+                return Err(ToolError::new(result.output.unwrap_or_default()));
+            }
+            Ok(result.reply())
+        })
+        .await
+    }
+
+    /// A cell's state now, with its output once it ended. Does not wait:
+    /// cell_wait does.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<CellResult>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_poll(&self, Parameters(args): Parameters<CellArgs>) -> ToolResult<CellResult> {
+        blocking(move || {
+            let session = cell_session(args.session.as_deref())?;
+            Ok(cell_reply(
+                &session,
+                Request::CellPoll {
+                    cell_id: args.cell_id,
+                },
+            )?
+            .reply())
+        })
+        .await
+    }
+
+    /// Wait until a cell ends (or the timeout passes) and return its result.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<CellResult>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_wait(
+        &self,
+        Parameters(args): Parameters<WaitArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolResult<CellResult> {
+        let wait = timeout(args.timeout, 30.0)?;
+        let result = until_cancelled(context.ct, move |gave_up| {
+            let session = cell_session(args.session.as_deref())?;
+            wait_for_cell(&session, args.cell_id, Instant::now() + wait, gave_up)
+        })
+        .await?;
+        Ok(result.reply())
+    }
+
+    /// Interrupt the running cell (Ctrl-C); it ends as interrupted. In the
+    /// default tool set, only sessions this server started.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<Done>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_interrupt(&self, Parameters(args): Parameters<SessionArgs>) -> ToolResult<Done> {
+        let shared = self.shared.clone();
+        blocking(move || {
+            let session = cell_session(args.session.as_deref())?;
+            shared.may_stop(&session, "interrupt")?;
+            match ask(&session, Request::CellInterrupt, NO_SESSION)? {
+                Response::Ok => Ok(Done::reply(&session, "interrupted")),
+                other => Err(unexpected(other)),
+            }
+        })
+        .await
+    }
+
+    /// End a cell session and its REPL. In the default tool set, only
+    /// sessions this server started; never the session the server runs in.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<Done>(),
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_kill(&self, Parameters(args): Parameters<KillArgs>) -> ToolResult<Done> {
+        let shared = self.shared.clone();
+        blocking(move || {
+            let session = session_name(&args.session)?;
+            shared.may_stop(&session, "kill")?;
+            let request = Request::Kill {
+                grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
+            };
+            match ask(&session, request, NO_SESSION)? {
+                Response::Exited(_) | Response::Ok => Ok(Done::reply(&session, "killed")),
+                other => Err(unexpected(other)),
+            }
+        })
+        .await
+    }
+
+    /// The live cell sessions and what each is doing.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<CellSessions>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_list(&self) -> ToolResult<CellSessions> {
+        let shared = self.shared.clone();
+        blocking(move || {
+            let mut sessions = Vec::new();
+            for record in live_sessions()?
+                .into_iter()
+                .filter(|r| r.kind == SessionKind::Cell)
+            {
+                // A session that ends between the listing and the question
+                // is left out, not an error.
+                let Ok(Response::CellStatus(status)) =
+                    ask(&record.name, Request::CellStatus, NO_SESSION)
+                else {
+                    continue;
+                };
+                sessions.push(CellSessionState {
+                    started_here: shared.is_started_here(&record.name),
+                    session: record.name.to_string(),
+                    command: record.command,
+                    state: status.state,
+                    cell_id: status.cell_id,
+                });
+            }
+            let text = if sessions.is_empty() {
+                "no cell sessions; cell_new starts one".to_owned()
+            } else {
+                sessions
+                    .iter()
+                    .map(|s| format!("{} {} {}", s.session, s.state, s.command))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Reply::new(CellSessions { sessions }, text))
+        })
+        .await
+    }
+
+    /// The last lines of a cell session's filtered view: the code sent and
+    /// what it printed, as `k history` shows them.
+    #[tool(
+        output_schema = rmcp::handler::server::tool::schema_for_output::<History>(),
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cell_history(&self, Parameters(args): Parameters<HistoryArgs>) -> ToolResult<History> {
+        blocking(move || {
+            let session = cell_session(args.session.as_deref())?;
+            let lines = args.lines.unwrap_or(25).clamp(1, 10_000);
+            match ask(&session, Request::History { lines }, NO_SESSION)? {
+                Response::Lines { lines } => {
+                    let text = lines.join("\n");
+                    Ok(Reply::new(
+                        History {
+                            session: session.to_string(),
+                            lines,
+                        },
+                        text,
+                    ))
+                }
+                other => Err(unexpected(other)),
+            }
+        })
+        .await
+    }
+}
+
+/// Waits on the session's cell events until the cell ends, the deadline
+/// passes or the caller gives up, then asks for its state.
+fn wait_for_cell(
+    session: &SessionName,
+    cell_id: Option<String>,
+    deadline: Instant,
+    gave_up: &AtomicBool,
+) -> Result<CellResult, ToolError> {
+    // Subscribed before the first look: an end between the two is seen.
+    let mut events = connect(session, NO_SESSION)?;
+    events
+        .send(Message::Request(Request::Subscribe {
+            history: false,
+            lines: false,
+        }))
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    let now = cell_reply(
+        session,
+        Request::CellPoll {
+            cell_id: cell_id.clone(),
+        },
+    )?;
+    let Some(id) = now.cell_id.clone() else {
+        return Ok(now);
+    };
+    if !matches!(now.status.as_str(), "fired" | "running" | "timeout") {
+        return Ok(now);
+    }
+    while !gave_up.load(Ordering::Relaxed) {
+        let slice = deadline.min(Instant::now() + CANCEL_CHECK);
+        match events.read_frame_until(slice) {
+            Ok(Some(frame)) => match frame.message {
+                Message::Event(Event::Cell(CellEvent::Cell {
+                    cell_id, status, ..
+                })) if cell_id == id && is_over(status) => break,
+                Message::Event(Event::Cell(CellEvent::Closed { .. })) => break,
+                _ => {}
+            },
+            Ok(None) if Instant::now() >= deadline => break,
+            Ok(None) => {}
+            // The session ended: its last state says how.
+            Err(_) => break,
+        }
+    }
+    cell_reply(session, Request::CellPoll { cell_id: Some(id) })
+}
+
+/// The session's filtered view, line by line, until `stop`.
+fn follow_lines(
+    session: &SessionName,
+    stop: &AtomicBool,
+    lines: &tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    let Ok(mut client) = connect(session, NO_SESSION) else {
+        return;
+    };
+    let subscribe = Request::Subscribe {
+        history: false,
+        lines: true,
+    };
+    if client.send(Message::Request(subscribe)).is_err() {
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        match client.read_frame_until(Instant::now() + CANCEL_CHECK) {
+            Ok(Some(frame)) => {
+                if let Message::Event(Event::Cell(CellEvent::Line { text })) = frame.message {
+                    if lines.send(text).is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Each line of output becomes a progress notification; the progress
+/// count is the number of lines so far.
+async fn forward_progress(
+    peer: rmcp::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+    mut lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let mut count = 0u32;
+    while let Some(line) = lines.recv().await {
+        count += 1;
+        let note =
+            ProgressNotificationParam::new(token.clone(), f64::from(count)).with_message(line);
+        if peer.notify_progress(note).await.is_err() {
+            return;
+        }
+    }
+}
