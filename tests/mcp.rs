@@ -139,6 +139,34 @@ impl Mcp {
         text
     }
 
+    /// Waits for a `resources/updated` notification of `uri`.
+    fn updated(&mut self, uri: &str) {
+        if let Some(at) = self.early.iter().position(|a| a["updated"] == uri) {
+            self.early.remove(at);
+            return;
+        }
+        loop {
+            let next = self
+                .answers
+                .recv_timeout(TIMEOUT * 2)
+                .unwrap_or_else(|_| panic!("no resources/updated of {uri}"));
+            if next["updated"] == uri {
+                return;
+            }
+            self.early.push(next);
+        }
+    }
+
+    /// The notifications of `uri` received so far, taken.
+    fn updates_so_far(&mut self, uri: &str) -> usize {
+        while let Ok(next) = self.answers.try_recv() {
+            self.early.push(next);
+        }
+        let before = self.early.len();
+        self.early.retain(|a| a["updated"] != uri);
+        before - self.early.len()
+    }
+
     fn tools(&mut self) -> Vec<Value> {
         let id = self.send(json!({"list": true}));
         self.answer(id)["tools"].as_array().unwrap().clone()
@@ -523,4 +551,53 @@ fn the_server_never_kills_its_own_session_nor_others_in_the_default_set() {
     let typed = inside.error("session_send", json!({"session": "outside", "text": "x"}));
     assert!(typed.contains("the one this server runs in"), "{typed}");
     assert!(env.record("outside").is_some());
+}
+
+#[test]
+#[ignore = "needs the MCP Python SDK: AGENT_COMMS_MCP_PYTHON (scripts/install-mcp-sdk)"]
+fn subscribers_are_told_when_a_message_arrives_or_a_cell_ends() {
+    let env = TestEnv::new();
+    env.run_ok(&["--actor", "alice", "runtime", "configure", "--id", "alice"]);
+    let mut mcp = Mcp::start(&env, &["--actor", "alice", "mcp"], &[]);
+    mcp.call(
+        "cell_new",
+        json!({"session": "sh", "command": "bash --norc --noprofile"}),
+    );
+    let id = mcp.send(json!({"resources": true}));
+    let listed = mcp.answer(id);
+    let uris: Vec<&str> = listed["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        ["agent-comms://inbox", "agent-comms://cells/sh"],
+        "{listed}"
+    );
+    for uri in ["agent-comms://inbox", "agent-comms://cells/sh"] {
+        let id = mcp.send(json!({"subscribe": uri}));
+        assert_eq!(mcp.answer(id)["ok"], true);
+    }
+    // A message to alice: the inbox changed.
+    env.run_ok(&["--actor", "bob", "send", "--to", "alice", "ping"]);
+    mcp.updated("agent-comms://inbox");
+    let id = mcp.send(json!({"read": "agent-comms://inbox"}));
+    let read = mcp.answer(id);
+    let inbox: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(inbox["messages"][0]["body"], "ping", "{read}");
+    // A fired cell: told when it ends, not when it starts.
+    mcp.call(
+        "cell_fire",
+        json!({"session": "sh", "code": "sleep 1; echo done"}),
+    );
+    assert_eq!(mcp.updates_so_far("agent-comms://cells/sh"), 0);
+    mcp.updated("agent-comms://cells/sh");
+    let result = mcp.call("cell_poll", json!({"session": "sh"}));
+    assert_eq!(
+        result["status"], "done",
+        "told before the cell ended: {result}"
+    );
+    assert_eq!(result["output"], "done");
 }

@@ -71,6 +71,8 @@ pub struct Plan {
     pub tap_appends: usize,
     /// Chunks of the turn streamed to each fan-out watcher.
     pub fanout_chunks: usize,
+    /// MCP servers started until their tools are listed.
+    pub mcp_starts: usize,
 }
 
 impl Plan {
@@ -96,6 +98,7 @@ impl Plan {
             acp_real_deliveries: 5,
             tap_appends: 10_000,
             fanout_chunks: 400,
+            mcp_starts: 20,
         }
     }
 
@@ -121,6 +124,7 @@ impl Plan {
             acp_real_deliveries: 2,
             tap_appends: 1_000,
             fanout_chunks: 100,
+            mcp_starts: 5,
         }
     }
 }

@@ -18,6 +18,7 @@ mod cells;
 mod delivery;
 mod fanout;
 mod machine;
+mod mcp;
 mod procs;
 mod report;
 mod runtimes;
@@ -66,6 +67,7 @@ enum SectionName {
     Delivery,
     Acp,
     Fanout,
+    Mcp,
 }
 
 impl SectionName {
@@ -77,6 +79,7 @@ impl SectionName {
             Self::Delivery => delivery::section(bench),
             Self::Acp => acp::section(bench),
             Self::Fanout => fanout::section(bench),
+            Self::Mcp => mcp::section(bench),
         }
     }
 }

@@ -9,10 +9,17 @@ use std::sync::{Arc, Mutex};
 use agent_comms_core::ids::Id;
 use agent_comms_core::session::SessionName;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{tool_handler, ServerHandler};
+use rmcp::model::{
+    Implementation, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 
-use crate::reply::ToolError;
+use crate::reply::{blocking, ToolError};
+use crate::resources::{cell_uri, Subscriptions, INBOX_URI};
+use crate::tools::cells::cell_sessions;
 use crate::ToolSet;
 
 /// How the server was started.
@@ -92,6 +99,7 @@ Errors say what to call instead.";
 #[derive(Clone)]
 pub struct Server {
     pub(crate) shared: Arc<Shared>,
+    subscriptions: Arc<Subscriptions>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -120,6 +128,7 @@ impl Server {
                 inside: options.inside,
                 started: Mutex::default(),
             }),
+            subscriptions: Arc::default(),
             tool_router: router,
         }
     }
@@ -133,11 +142,82 @@ impl Server {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
                 "agent-comms",
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let shared = self.shared.clone();
+        let cells = blocking(move || cell_sessions(&shared))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.0, None))?;
+        let mut listed = Vec::new();
+        if self.shared.actor.is_some() {
+            listed.push(
+                Resource::new(INBOX_URI, "inbox")
+                    .with_description("The messages to me, unread first; updated when one arrives or is delivered")
+                    .with_mime_type("application/json"),
+            );
+        }
+        for cell in cells {
+            listed.push(
+                Resource::new(
+                    cell_uri(&cell.session),
+                    format!("cell session {}", cell.session),
+                )
+                .with_description("The session's cell state; updated when a cell ends")
+                .with_mime_type("application/json"),
+            );
+        }
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let shared = self.shared.clone();
+        let uri = request.uri;
+        let contents = blocking(move || crate::resources::read(&shared, &uri))
+            .await
+            .map_err(|e| ErrorData::resource_not_found(e.0, None))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    // `resources/subscribe` is what clients of protocol versions up to
+    // 2025-11-25 send (every agent CLI today); rmcp marks it legacy.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions
+            .subscribe(self.shared.clone(), request.uri, context.peer)
+            .map_err(|e| ErrorData::resource_not_found(e.0, None))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
     }
 }

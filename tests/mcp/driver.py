@@ -9,10 +9,14 @@ standard input, one JSON object per line:
   {"id": 2, "call": NAME, "args": {...}}        tools/call, run concurrently
   {"id": 3, "cancel": 2}                        abandon call 2 (the SDK sends
                                                 notifications/cancelled)
+  {"id": 4, "resources": true}                  resources/list
+  {"id": 5, "read": URI}                        resources/read
+  {"id": 6, "subscribe": URI}                   resources/subscribe
 
 and answers each on standard output, one JSON object per line, when it is
 done: {"id": N, "tools": [...]} or {"id": N, "result": {...}, "progress":
-[messages...], "seconds": S}, or {"id": N, "protocol_error": "..."}.
+[messages...], "seconds": S}, or {"id": N, "protocol_error": "..."}; a
+`resources/updated` notification as {"updated": URI} when it comes.
 Standard input closing ends the session.
 """
 
@@ -73,7 +77,11 @@ async def main():
     env = dict(os.environ)
     params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=env)
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async def on_message(message):
+            if getattr(message, "method", None) == "notifications/resources/updated":
+                emit({"updated": message.params.uri})
+
+        async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()
             emit({"id": 0, "initialized": init.model_dump(mode="json", by_alias=True, exclude_none=True)})
             calls = {}
@@ -88,6 +96,15 @@ async def main():
                     )
                 elif "call" in command:
                     calls[command["id"]] = asyncio.create_task(call(session, command))
+                elif command.get("resources"):
+                    listed = await session.list_resources()
+                    emit({"id": command["id"], "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in listed.resources]})
+                elif "read" in command:
+                    read_result = await session.read_resource(command["read"])
+                    emit({"id": command["id"], "contents": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in read_result.contents]})
+                elif "subscribe" in command:
+                    await session.subscribe_resource(command["subscribe"])
+                    emit({"id": command["id"], "ok": True})
                 elif "cancel" in command:
                     calls[command["cancel"]].cancel()
                     emit({"id": command["id"], "ok": True})

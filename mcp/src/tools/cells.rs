@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agent_comms_core::cells::FrameMode;
+use agent_comms_core::client::Client;
 use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::session::{Liveness, Registry, SessionKind, SessionName};
 use agent_comms_core::socket::codec::Message;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ask, connect, live_sessions, session_name, timeout, unexpected};
 use crate::reply::{blocking, Reply, ToolError, ToolResult};
+use crate::server::Shared;
 use crate::wait::{until_cancelled, CANCEL_CHECK};
 use crate::Server;
 
@@ -199,6 +201,59 @@ pub struct CellSessionState {
 pub struct History {
     pub session: String,
     pub lines: Vec<String>,
+}
+
+/// The live cell sessions and their state. A session that ends between
+/// the listing and the question is left out, not an error.
+pub(crate) fn cell_sessions(shared: &Shared) -> Result<Vec<CellSessionState>, ToolError> {
+    let mut sessions = Vec::new();
+    for record in live_sessions()?
+        .into_iter()
+        .filter(|r| r.kind == SessionKind::Cell)
+    {
+        let Ok(Response::CellStatus(status)) = ask(&record.name, Request::CellStatus, NO_SESSION)
+        else {
+            continue;
+        };
+        sessions.push(CellSessionState {
+            started_here: shared.is_started_here(&record.name),
+            session: record.name.to_string(),
+            command: record.command,
+            state: status.state,
+            cell_id: status.cell_id,
+        });
+    }
+    Ok(sessions)
+}
+
+/// Blocks until a cell of `session` ends (or the session does), then
+/// calls `ended`; again for every cell, until the caller gives up.
+pub(crate) fn on_cell_ends(
+    session: &SessionName,
+    gave_up: &AtomicBool,
+    ended: impl Fn(),
+) -> Result<(), ToolError> {
+    let mut events = subscribe(session, false)?;
+    while !gave_up.load(Ordering::Relaxed) {
+        match events.read_frame_until(Instant::now() + CANCEL_CHECK) {
+            Ok(Some(frame)) => match frame.message {
+                Message::Event(Event::Cell(CellEvent::Cell { status, .. })) if is_over(status) => {
+                    ended()
+                }
+                Message::Event(Event::Cell(CellEvent::Closed { .. })) => {
+                    ended();
+                    return Ok(());
+                }
+                _ => {}
+            },
+            Ok(None) => {}
+            Err(_) => {
+                ended();
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The cell session a call means: the one named, else `K_SESSION`, else
@@ -521,26 +576,7 @@ impl Server {
     async fn cell_list(&self) -> ToolResult<CellSessions> {
         let shared = self.shared.clone();
         blocking(move || {
-            let mut sessions = Vec::new();
-            for record in live_sessions()?
-                .into_iter()
-                .filter(|r| r.kind == SessionKind::Cell)
-            {
-                // A session that ends between the listing and the question
-                // is left out, not an error.
-                let Ok(Response::CellStatus(status)) =
-                    ask(&record.name, Request::CellStatus, NO_SESSION)
-                else {
-                    continue;
-                };
-                sessions.push(CellSessionState {
-                    started_here: shared.is_started_here(&record.name),
-                    session: record.name.to_string(),
-                    command: record.command,
-                    state: status.state,
-                    cell_id: status.cell_id,
-                });
-            }
+            let sessions = cell_sessions(&shared)?;
             let text = if sessions.is_empty() {
                 "no cell sessions; cell_new starts one".to_owned()
             } else {
@@ -588,6 +624,19 @@ impl Server {
     }
 }
 
+/// A connection that the session's cell events (with `lines`, also its
+/// filtered view's lines) are pushed on.
+fn subscribe(session: &SessionName, lines: bool) -> Result<Client, ToolError> {
+    let mut events = connect(session, NO_SESSION)?;
+    events
+        .send(Message::Request(Request::Subscribe {
+            history: false,
+            lines,
+        }))
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    Ok(events)
+}
+
 /// Waits on the session's cell events until the cell ends, the deadline
 /// passes or the caller gives up, then asks for its state.
 fn wait_for_cell(
@@ -597,13 +646,7 @@ fn wait_for_cell(
     gave_up: &AtomicBool,
 ) -> Result<CellResult, ToolError> {
     // Subscribed before the first look: an end between the two is seen.
-    let mut events = connect(session, NO_SESSION)?;
-    events
-        .send(Message::Request(Request::Subscribe {
-            history: false,
-            lines: false,
-        }))
-        .map_err(|e| ToolError::new(e.to_string()))?;
+    let mut events = subscribe(session, false)?;
     let now = cell_reply(
         session,
         Request::CellPoll {
@@ -641,16 +684,9 @@ fn follow_lines(
     stop: &AtomicBool,
     lines: &tokio::sync::mpsc::UnboundedSender<String>,
 ) {
-    let Ok(mut client) = connect(session, NO_SESSION) else {
+    let Ok(mut client) = subscribe(session, true) else {
         return;
     };
-    let subscribe = Request::Subscribe {
-        history: false,
-        lines: true,
-    };
-    if client.send(Message::Request(subscribe)).is_err() {
-        return;
-    }
     while !stop.load(Ordering::Relaxed) {
         match client.read_frame_until(Instant::now() + CANCEL_CHECK) {
             Ok(Some(frame)) => {

@@ -26,7 +26,7 @@ use crate::Server;
 
 /// How often `message_wait` looks at the store: a local SQLite read costs
 /// microseconds, and a message waits at most this long to be seen.
-const STORE_CHECK: Duration = Duration::from_millis(100);
+pub(crate) const STORE_CHECK: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -189,6 +189,31 @@ fn to_me(store: &SqliteStore, me: &Id) -> Result<Vec<Invocation>, ToolError> {
     store.invocations(&filter).map_err(|e| control(e.into()))
 }
 
+/// The messages to `me`, unread first (oldest first), then the rest
+/// (newest first); at most `limit`.
+pub(crate) fn inbox(me: &Id, limit: usize) -> Result<Inbox, ToolError> {
+    let all = to_me(&store()?, me)?;
+    let (mut unread, mut read): (Vec<_>, Vec<_>) =
+        all.into_iter().partition(|i| is_unread(i.status));
+    read.reverse();
+    let count = unread.len();
+    unread.append(&mut read);
+    unread.truncate(limit);
+    Ok(Inbox {
+        agent: me.to_string(),
+        unread: count,
+        messages: unread.iter().map(MessageEntry::new).collect(),
+    })
+}
+
+/// What changes when a message to `me` arrives or its delivery moves on.
+pub(crate) fn inbox_state(me: &Id) -> Result<Vec<(String, InvocationStatus)>, ToolError> {
+    Ok(to_me(&store()?, me)?
+        .into_iter()
+        .map(|i| (i.id, i.status))
+        .collect())
+}
+
 /// Blocks until a message to `me` with a higher sequence than `after`
 /// is in the store.
 fn next_message(
@@ -259,27 +284,16 @@ impl Server {
     async fn message_inbox(&self, Parameters(args): Parameters<InboxArgs>) -> ToolResult<Inbox> {
         let me = self.shared.actor("read an inbox")?;
         blocking(move || {
-            let all = to_me(&store()?, &me)?;
-            let (mut unread, mut read): (Vec<_>, Vec<_>) =
-                all.into_iter().partition(|i| is_unread(i.status));
-            read.reverse();
-            let count = unread.len();
-            unread.append(&mut read);
-            unread.truncate(args.limit.unwrap_or(20));
-            let messages: Vec<MessageEntry> = unread.iter().map(MessageEntry::new).collect();
-            let text = if messages.is_empty() {
+            let inbox = inbox(&me, args.limit.unwrap_or(20))?;
+            let text = if inbox.messages.is_empty() {
                 format!("no messages to {me}")
             } else {
-                messages
+                inbox
+                    .messages
                     .iter()
                     .map(MessageEntry::summary)
                     .collect::<Vec<_>>()
                     .join("\n")
-            };
-            let inbox = Inbox {
-                agent: me.to_string(),
-                unread: count,
-                messages,
             };
             Ok(Reply::new(inbox, text))
         })
