@@ -9,13 +9,20 @@ use std::sync::{Arc, Mutex};
 use agent_comms_core::ids::Id;
 use agent_comms_core::session::SessionName;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
+    GetTaskResult, UpdateTaskParams,
+};
 use rmcp::model::{
     Implementation, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ServerCapabilities, ServerConfig,
     SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
+use tokio_util::sync::CancellationToken;
 
 use crate::reply::{blocking, ToolError};
 use crate::resources::{cell_uri, Subscriptions, INBOX_URI};
@@ -96,10 +103,23 @@ runs code in it and returns the output, keeping variables between calls. Waits b
 server: use cell_wait, session_wait_for and message_wait instead of calling a tool repeatedly. \
 Errors say what to call instead.";
 
+/// The tools that may block for long, run as tasks for clients of MCP's
+/// task extension: the call returns at once with a task, which the client
+/// polls (`tasks/get`) and may cancel (`tasks/cancel`, which interrupts a
+/// cell as cancelling the call would).
+const LONG_TOOLS: &[&str] = &[
+    "cell_run",
+    "cell_wait",
+    "session_wait_for",
+    "message_wait",
+    "acp_prompt",
+];
+
 #[derive(Clone)]
 pub struct Server {
     pub(crate) shared: Arc<Shared>,
     subscriptions: Arc<Subscriptions>,
+    tasks: TaskManager,
     tool_router: ToolRouter<Self>,
 }
 
@@ -129,6 +149,7 @@ impl Server {
                 started: Mutex::default(),
             }),
             subscriptions: Arc::default(),
+            tasks: TaskManager::new(),
             tool_router: router,
         }
     }
@@ -146,6 +167,7 @@ impl ServerHandler for Server {
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -153,6 +175,79 @@ impl ServerHandler for Server {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let as_task = LONG_TOOLS.contains(&request.name.as_ref())
+            && self.tool_router.has_route(&request.name)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if !as_task {
+            let call = ToolCallContext::new(self, request, context);
+            return self.tool_router.call(call).await;
+        }
+        let server = self.clone();
+        let task = self.tasks.spawn(TaskOptions::new(), move |task| {
+            Box::pin(async move {
+                // The call's own token ends with the request it came in,
+                // which is answered at once; the task's cancel takes its place.
+                let mut context = context;
+                let cancel = CancellationToken::new();
+                context.ct = cancel.clone();
+                let call = server
+                    .tool_router
+                    .call(ToolCallContext::new(&server, request, context));
+                tokio::pin!(call);
+                let answered = tokio::select! {
+                    answered = &mut call => answered,
+                    () = task.cancelled() => {
+                        cancel.cancel();
+                        call.await
+                    }
+                };
+                if task.is_cancel_requested() {
+                    return Err(TaskExit::Cancelled);
+                }
+                match answered? {
+                    CallToolResponse::Complete(result) => Ok(result),
+                    _ => Err(TaskExit::Error(ErrorData::internal_error(
+                        "a tool answered with a task",
+                        None,
+                    ))),
+                }
+            })
+        });
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     async fn list_resources(

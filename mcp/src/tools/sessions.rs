@@ -28,7 +28,8 @@ const NO_SESSION: &str = "session_list shows the live ones";
 #[serde(deny_unknown_fields)]
 pub struct SnapshotArgs {
     pub session: String,
-    /// Only the last N rows of the screen (default: all).
+    /// Only the last N rows that show something (default: the whole
+    /// screen).
     pub rows: Option<usize>,
 }
 
@@ -262,6 +263,13 @@ impl Server {
             let s = snapshot(&session)?;
             let mut lines = s.lines;
             if let Some(n) = args.rows {
+                // The last rows that show something: a shell's prompt sits
+                // at the top of an otherwise empty screen.
+                let shown = lines
+                    .iter()
+                    .rposition(|l| !l.is_empty())
+                    .map_or(0, |i| i + 1);
+                lines.truncate(shown);
                 lines.drain(..lines.len().saturating_sub(n));
             }
             let text = lines.join("\n");
