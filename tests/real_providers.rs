@@ -753,3 +753,109 @@ fn codex_runs_a_tool_the_model_asks_for() {
 fn opencode_runs_a_tool_the_model_asks_for() {
     runs_a_tool_the_model_asks_for(Cli::Opencode, "opencode_runs_a_tool_the_model_asks_for");
 }
+
+// --- agent-comms' own tools, over MCP -----------------------------------------
+
+/// The cell session the model's `cell_run` call runs code in.
+const CELL_SESSION: &str = "py";
+
+/// The name this CLI gives agent-comms' `cell_run` when the server is
+/// registered as `agent-comms` (Codex offers it as `cell_run` in the
+/// namespace `mcp__agent_comms`, which the mock spells so).
+fn mcp_cell_run(cli: Cli) -> &'static str {
+    match cli {
+        Cli::Claude => "mcp__agent-comms__cell_run",
+        Cli::Codex => "mcp__agent_comms__cell_run",
+        Cli::Opencode => "agent-comms_cell_run",
+    }
+}
+
+/// `k ARGS…` on the test's side, bounded; fails the test unless it exits 0.
+fn k(w: &World, args: &[&str]) -> String {
+    let what = format!("k {}", args.join(" "));
+    let mut cmd = w.env.command_of(support::cells::K, args);
+    cmd.current_dir(&w.work);
+    let run = support::run::try_run_within(
+        cmd,
+        &what,
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("[{}] {e}", w.test));
+    assert!(run.success(), "[{}] {what}: {run:#?}", w.test);
+    run.stdout
+}
+
+/// The CLI, given agent-comms through `interactive-serve --mcp` (the
+/// user's way), calls `cell_run` when the model asks: the code runs in a
+/// python session started beforehand with `k new`, and the model's next
+/// request carries the REPL's output.
+fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    assert_eq!(
+        k(&w, &["new", CELL_SESSION, "python3"]),
+        format!("OK {CELL_SESSION}\n")
+    );
+    let mut served = w.serve(ID, &["--mcp"], &[]);
+    w.wait_activity(ID, "idle", START, "start-up");
+    let tool = mcp_cell_run(cli);
+    let args = serde_json::json!({"session": CELL_SESSION, "code": "print(6*7)"});
+    let text = format!("compute {}", agent_comms_mockmodel::tools::knob(tool, &args));
+    assert!(
+        text.len() <= OPENCODE_PASTE_SUMMARY_OVER,
+        "[{test}] the prompt is {} characters; opencode would summarize it: {text}",
+        text.len()
+    );
+    w.deliver(ID, &text, 20)
+        .unwrap_or_else(|e| panic!("[{test}] deliver failed: {e}\n{}", w.report(ID)));
+    let deadline = Instant::now() + TURN;
+    let follow_up = loop {
+        let found = w
+            .requests()
+            .into_iter()
+            .find(|r| r["tool_result"].is_string());
+        if let Some(r) = found {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "[{test}] no request carried the tool's result:\n{}\n{}",
+            w.requests_summary(),
+            w.report(ID)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let calls: Vec<Value> = w
+        .requests()
+        .into_iter()
+        .filter(|r| !r["tool_call"].is_null())
+        .collect();
+    assert_eq!(calls.len(), 1, "[{test}] {calls:#?}");
+    assert_eq!(calls[0]["tool_call"]["name"], tool);
+    assert_eq!(calls[0]["tool_call"]["arguments"], args);
+    let result = follow_up["tool_result"].as_str().unwrap_or_default();
+    assert!(
+        result.contains("42"),
+        "[{test}] the tool's result is not the cell's output: {result:?}"
+    );
+    println!("{test}: the tool's result as the model got it: {result:?}");
+    w.wait_activity(ID, "idle", TURN, "after the tool turn");
+    k(&w, &["kill", CELL_SESSION]);
+    w.finish(vec![&mut served.tty]);
+}
+
+#[test]
+fn claude_runs_a_cell_over_mcp() {
+    runs_a_cell_over_mcp(Cli::Claude, "claude_runs_a_cell_over_mcp");
+}
+
+#[test]
+fn codex_runs_a_cell_over_mcp() {
+    runs_a_cell_over_mcp(Cli::Codex, "codex_runs_a_cell_over_mcp");
+}
+
+#[test]
+fn opencode_runs_a_cell_over_mcp() {
+    runs_a_cell_over_mcp(Cli::Opencode, "opencode_runs_a_cell_over_mcp");
+}

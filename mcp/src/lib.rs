@@ -15,6 +15,7 @@
 
 pub mod config;
 mod reply;
+mod schema;
 mod server;
 mod set;
 mod tools;
