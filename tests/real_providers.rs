@@ -775,12 +775,8 @@ fn k(w: &World, args: &[&str]) -> String {
     let what = format!("k {}", args.join(" "));
     let mut cmd = w.env.command_of(support::cells::K, args);
     cmd.current_dir(&w.work);
-    let run = support::run::try_run_within(
-        cmd,
-        &what,
-        Duration::from_secs(30),
-    )
-    .unwrap_or_else(|e| panic!("[{}] {e}", w.test));
+    let run = support::run::try_run_within(cmd, &what, Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("[{}] {e}", w.test));
     assert!(run.success(), "[{}] {what}: {run:#?}", w.test);
     run.stdout
 }
@@ -800,8 +796,12 @@ fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
     let mut served = w.serve(ID, &["--mcp"], &[]);
     w.wait_activity(ID, "idle", START, "start-up");
     let tool = mcp_cell_run(cli);
-    let args = serde_json::json!({"session": CELL_SESSION, "code": "print(6*7)"});
-    let text = format!("compute {}", agent_comms_mockmodel::tools::knob(tool, &args));
+    // The output is computed: the call's arguments do not hold it.
+    let args = serde_json::json!({"session": CELL_SESSION, "code": "print('answer', 6*7)"});
+    let text = format!(
+        "compute {}",
+        agent_comms_mockmodel::tools::knob(tool, &args)
+    );
     assert!(
         text.len() <= OPENCODE_PASTE_SUMMARY_OVER,
         "[{test}] the prompt is {} characters; opencode would summarize it: {text}",
@@ -836,7 +836,7 @@ fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
     assert_eq!(calls[0]["tool_call"]["arguments"], args);
     let result = follow_up["tool_result"].as_str().unwrap_or_default();
     assert!(
-        result.contains("42"),
+        result.contains("answer 42"),
         "[{test}] the tool's result is not the cell's output: {result:?}"
     );
     println!("{test}: the tool's result as the model got it: {result:?}");

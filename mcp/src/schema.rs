@@ -12,7 +12,7 @@ use rmcp::model::JsonObject;
 use serde_json::Value;
 
 /// The formats JSON Schema 2020-12 defines (its "Defined Formats").
-const DEFINED_FORMATS: &[&str] = &[
+pub(crate) const DEFINED_FORMATS: &[&str] = &[
     "date-time",
     "date",
     "time",
