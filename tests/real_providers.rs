@@ -662,19 +662,14 @@ fn writing_tool(cli: Cli, file: &Path) -> (&'static str, Value, &'static [&'stat
     }
 }
 
-/// The mock's `TOOL=`/`ARGS64=` knob makes the model call a tool: the CLI
-/// runs it, the model's next request carries its result, the reply to that
-/// is on the screen, and no other request (titles, Claude's side requests)
-/// was answered with a call.
-fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
-    let file = w.work.join(TOOL_FILE);
-    let (tool, args, cli_args) = writing_tool(cli, &file);
-    let mut served = w.serve(ID, &[], cli_args);
-    w.wait_activity(ID, "idle", START, "start-up");
-    let text = format!("write {}", agent_comms_mockmodel::tools::knob(tool, &args));
+/// Delivers `verb` and the knob that calls `tool` with `args`, and waits
+/// for the request that brings the tool's result back and the turn's end;
+/// asserts that the turn made exactly that one call (no other request,
+/// titles or Claude's side requests, was answered with one). Returns the
+/// request with the result.
+fn call_through_the_model(w: &World, verb: &str, tool: &str, args: &Value) -> Value {
+    let test = &w.test;
+    let text = format!("{verb} {}", agent_comms_mockmodel::tools::knob(tool, args));
     assert!(
         text.len() <= OPENCODE_PASTE_SUMMARY_OVER,
         "[{test}] the prompt is {} characters (a long work directory?); opencode would summarize it: {text}",
@@ -700,12 +695,6 @@ fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
         std::thread::sleep(Duration::from_millis(100));
     };
     w.wait_activity(ID, "idle", TURN, "after the tool turn");
-    assert_eq!(
-        std::fs::read_to_string(&file).ok().as_deref(),
-        Some(TOOL_CONTENT),
-        "[{test}] the tool did not write {}",
-        file.display()
-    );
     let calls: Vec<Value> = w
         .requests()
         .into_iter()
@@ -713,7 +702,29 @@ fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
         .collect();
     assert_eq!(calls.len(), 1, "[{test}] {calls:#?}");
     assert_eq!(calls[0]["tool_call"]["name"], tool);
-    assert_eq!(calls[0]["tool_call"]["arguments"], args);
+    assert_eq!(&calls[0]["tool_call"]["arguments"], args);
+    follow_up
+}
+
+/// The mock's `TOOL=`/`ARGS64=` knob makes the model call a tool: the CLI
+/// runs it, the model's next request carries its result, the reply to that
+/// is on the screen, and no other request (titles, Claude's side requests)
+/// was answered with a call.
+fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    let file = w.work.join(TOOL_FILE);
+    let (tool, args, cli_args) = writing_tool(cli, &file);
+    let mut served = w.serve(ID, &[], cli_args);
+    w.wait_activity(ID, "idle", START, "start-up");
+    let follow_up = call_through_the_model(&w, "write", tool, &args);
+    assert_eq!(
+        std::fs::read_to_string(&file).ok().as_deref(),
+        Some(TOOL_CONTENT),
+        "[{test}] the tool did not write {}",
+        file.display()
+    );
     let reply = follow_up["reply"].as_str().unwrap_or_default().to_owned();
     assert!(
         reply.starts_with("tool result received: "),
@@ -752,4 +763,74 @@ fn codex_runs_a_tool_the_model_asks_for() {
 #[test]
 fn opencode_runs_a_tool_the_model_asks_for() {
     runs_a_tool_the_model_asks_for(Cli::Opencode, "opencode_runs_a_tool_the_model_asks_for");
+}
+
+// --- agent-comms' own tools, over MCP -----------------------------------------
+
+/// The cell session the model's `cell_run` call runs code in.
+const CELL_SESSION: &str = "py";
+
+/// The name this CLI gives agent-comms' `cell_run` when the server is
+/// registered as `agent-comms` (Codex offers it as `cell_run` in the
+/// namespace `mcp__agent_comms`, which the mock spells so).
+fn mcp_cell_run(cli: Cli) -> &'static str {
+    match cli {
+        Cli::Claude => "mcp__agent-comms__cell_run",
+        Cli::Codex => "mcp__agent_comms__cell_run",
+        Cli::Opencode => "agent-comms_cell_run",
+    }
+}
+
+/// `k ARGS…` on the test's side, bounded; fails the test unless it exits 0.
+fn k(w: &World, args: &[&str]) -> String {
+    let what = format!("k {}", args.join(" "));
+    let mut cmd = w.env.command_of(support::cells::K, args);
+    cmd.current_dir(&w.work);
+    let run = support::run::try_run_within(cmd, &what, Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("[{}] {e}", w.test));
+    assert!(run.success(), "[{}] {what}: {run:#?}", w.test);
+    run.stdout
+}
+
+/// The CLI, given agent-comms through `interactive-serve --mcp` (the
+/// user's way), calls `cell_run` when the model asks: the code runs in a
+/// python session started beforehand with `k new`, and the model's next
+/// request carries the REPL's output.
+fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    assert_eq!(
+        k(&w, &["new", CELL_SESSION, "python3"]),
+        format!("OK {CELL_SESSION}\n")
+    );
+    let mut served = w.serve(ID, &["--mcp"], &[]);
+    w.wait_activity(ID, "idle", START, "start-up");
+    let tool = mcp_cell_run(cli);
+    // The output is computed: the call's arguments do not hold it.
+    let args = serde_json::json!({"session": CELL_SESSION, "code": "print('answer', 6*7)"});
+    let follow_up = call_through_the_model(&w, "compute", tool, &args);
+    let result = follow_up["tool_result"].as_str().unwrap_or_default();
+    assert!(
+        result.contains("answer 42"),
+        "[{test}] the tool's result is not the cell's output: {result:?}"
+    );
+    println!("{test}: the tool's result as the model got it: {result:?}");
+    k(&w, &["kill", CELL_SESSION]);
+    w.finish(vec![&mut served.tty]);
+}
+
+#[test]
+fn claude_runs_a_cell_over_mcp() {
+    runs_a_cell_over_mcp(Cli::Claude, "claude_runs_a_cell_over_mcp");
+}
+
+#[test]
+fn codex_runs_a_cell_over_mcp() {
+    runs_a_cell_over_mcp(Cli::Codex, "codex_runs_a_cell_over_mcp");
+}
+
+#[test]
+fn opencode_runs_a_cell_over_mcp() {
+    runs_a_cell_over_mcp(Cli::Opencode, "opencode_runs_a_cell_over_mcp");
 }

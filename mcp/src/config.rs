@@ -45,6 +45,20 @@ impl FromStr for Agent {
     }
 }
 
+impl Agent {
+    /// The agent a built-in adapter is for (its `name`: Claude Code's is
+    /// `claude-code`, the others' the command's), or `None` for an adapter
+    /// of something else.
+    pub fn of_adapter(name: &str) -> Option<Agent> {
+        match name {
+            "claude-code" => Some(Self::Claude),
+            "codex" => Some(Self::Codex),
+            "opencode" => Some(Self::Opencode),
+            _ => None,
+        }
+    }
+}
+
 /// A configuration and how to use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snippet {
@@ -334,6 +348,14 @@ mod tests {
                 assert_eq!(parsed["v"].as_array().unwrap().len(), 3);
             }
         }
+    }
+
+    #[test]
+    fn the_built_in_adapters_name_their_agents() {
+        assert_eq!(Agent::of_adapter("claude-code"), Some(Agent::Claude));
+        assert_eq!(Agent::of_adapter("codex"), Some(Agent::Codex));
+        assert_eq!(Agent::of_adapter("opencode"), Some(Agent::Opencode));
+        assert_eq!(Agent::of_adapter("python"), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 pub mod config;
 mod reply;
 mod resources;
+mod schema;
 mod server;
 mod set;
 mod tools;

@@ -140,6 +140,13 @@ impl Server {
                 router.remove_route(&name);
             }
         }
+        for route in router.map.values_mut() {
+            let tool = &mut route.attr;
+            crate::schema::drop_undefined_formats(Arc::make_mut(&mut tool.input_schema));
+            if let Some(output) = &mut tool.output_schema {
+                crate::schema::drop_undefined_formats(Arc::make_mut(output));
+            }
+        }
         Self {
             shared: Arc::new(Shared {
                 actor: options.actor,
@@ -314,5 +321,45 @@ impl ServerHandler for Server {
     ) -> Result<(), ErrorData> {
         self.subscriptions.unsubscribe(&request.uri);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// Every `format` string anywhere in `v`.
+    fn formats(v: &Value, found: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(f)) = map.get("format") {
+                    found.push(f.clone());
+                }
+                map.values().for_each(|v| formats(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| formats(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn listed_schemas_carry_only_defined_formats() {
+        let server = Server::new(Options {
+            tools: ToolSet::All,
+            actor: None,
+            supervisor: PathBuf::from("/bin/agent-comms"),
+            inside: None,
+        });
+        let mut found = Vec::new();
+        for tool in server.tools() {
+            formats(&serde_json::to_value(&tool).unwrap(), &mut found);
+        }
+        assert!(
+            found
+                .iter()
+                .all(|f| crate::schema::DEFINED_FORMATS.contains(&f.as_str())),
+            "{found:?}"
+        );
     }
 }

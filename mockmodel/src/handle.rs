@@ -65,6 +65,9 @@ struct Seen {
     tools: Vec<String>,
     /// The tool result the last message carries.
     tool_result: Option<String>,
+    /// The tools offered inside Responses namespaces: the name in `tools`,
+    /// and the namespace its call names.
+    namespaced: Vec<(String, String)>,
 }
 
 impl Seen {
@@ -90,11 +93,16 @@ impl Seen {
             ),
             _ => return Seen::default(),
         };
+        let namespaced = match api {
+            Api::OpenaiResponses => responses::namespaced(body),
+            _ => Vec::new(),
+        };
         Seen {
             prompt,
             schema,
             tools,
             tool_result,
+            namespaced,
         }
     }
 
@@ -109,6 +117,17 @@ impl Seen {
         }
         let knob = self.prompt.as_deref().and_then(Knob::parse);
         knob.and_then(|k| tools::call(&k, &self.tools, call_id))
+            .map(|answer| match answer {
+                Answer::Tool(mut call) => {
+                    call.namespace = self
+                        .namespaced
+                        .iter()
+                        .find(|(name, _)| *name == call.name)
+                        .map(|(_, ns)| ns.clone());
+                    Answer::Tool(call)
+                }
+                text => text,
+            })
             .unwrap_or_else(|| {
                 Answer::Text(overrides.reply.clone().unwrap_or(default_reply.to_string()))
             })

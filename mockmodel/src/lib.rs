@@ -41,7 +41,8 @@
 //! object>` or `ARGS=<a JSON object without spaces>` (default `{}`), makes
 //! the reply a call of that tool: an Anthropic `tool_use` block
 //! (`input_json_delta`, `stop_reason: "tool_use"`), a Responses
-//! `function_call` item, a Chat Completions `tool_calls` delta
+//! `function_call` item (naming its `namespace` for a tool offered in one,
+//! see [`responses`]), a Chat Completions `tool_calls` delta
 //! (`finish_reason: "tool_calls"`), its arguments cut into `DELTAS` pieces
 //! and paced like text. [`tools::knob`] writes the tokens. The request that
 //! brings the tool's result back gets the text `tool result received: `

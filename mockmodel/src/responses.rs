@@ -10,6 +10,14 @@
 //! `response.function_call_arguments.delta`; its result comes back as a
 //! `function_call_output` input item. A session-title request asks for JSON
 //! through `text.format`.
+//!
+//! Codex 0.171 offers an MCP server's tools inside one `namespace` tool,
+//! `{"type": "namespace", "name": "mcp__<server>", "tools": [<function
+//! tools>]}`, and runs a call of one only when the `function_call` item
+//! names the `namespace` and the tool's own `name` (a flat
+//! `mcp__<server>__<tool>` name is an unknown tool to it). Here such a tool
+//! is offered to the knob as `<namespace>__<name>`
+//! (`TOOL=mcp__agent_comms__cell_run`), and its call is sent that way.
 
 use serde_json::{json, Value};
 
@@ -33,9 +41,30 @@ pub fn prompt(body: &Value) -> Option<String> {
 }
 
 /// Names of the `function` tools (Codex's shell is the function
-/// `exec_command`).
+/// `exec_command`), then of the function tools in namespaces, as
+/// `<namespace>__<name>` (see the module documentation).
 pub fn tools(body: &Value) -> Vec<String> {
-    crate::tools::offered(body, |kind| kind == Some("function"), "/name")
+    let mut names = crate::tools::offered(body, |kind| kind == Some("function"), "/name");
+    names.extend(namespaced(body).into_iter().map(|(name, _)| name));
+    names
+}
+
+/// The function tools offered inside `namespace` tools: each one's
+/// `<namespace>__<name>`, and its namespace.
+pub fn namespaced(body: &Value) -> Vec<(String, String)> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("namespace"))
+        .filter_map(|ns| Some((ns.get("name")?.as_str()?, ns)))
+        .flat_map(|(namespace, ns)| {
+            crate::tools::offered(ns, |kind| kind == Some("function"), "/name")
+                .into_iter()
+                .map(move |name| (format!("{namespace}__{name}"), namespace.to_owned()))
+        })
+        .collect()
 }
 
 /// The output of a function call, when the input's last user message or
@@ -71,8 +100,14 @@ fn item_id(r: &Reply) -> String {
 /// `text` as its arguments.
 fn output_item(r: &Reply, status: &str, text: Option<&str>) -> Value {
     if let Some(t) = &r.tool {
-        return json!({"id": item_id(r), "type": "function_call", "status": status,
+        let mut item = json!({"id": item_id(r), "type": "function_call", "status": status,
             "call_id": t.id, "name": t.name, "arguments": text.unwrap_or_default()});
+        if let Some(ns) = &t.namespace {
+            let name = t.name.strip_prefix(&format!("{ns}__")).unwrap_or(&t.name);
+            item["namespace"] = json!(ns);
+            item["name"] = json!(name);
+        }
+        return item;
     }
     let content = match text {
         Some(t) => json!([{"type": "output_text", "text": t, "annotations": []}]),
@@ -239,6 +274,48 @@ mod tests {
             json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}),
         );
         assert_eq!(tool_result(&next), None);
+    }
+
+    #[test]
+    fn namespaced_tools_are_offered_and_called_by_namespace() {
+        let body = json!({"tools": [
+            {"type": "function", "name": "exec_command"},
+            {"type": "namespace", "name": "mcp__agent_comms", "description": "d",
+                "tools": [{"type": "function", "name": "cell_run", "parameters": {}},
+                    {"type": "function", "name": "cell_new", "parameters": {}}]}]});
+        assert_eq!(
+            tools(&body),
+            [
+                "exec_command",
+                "mcp__agent_comms__cell_run",
+                "mcp__agent_comms__cell_new"
+            ]
+        );
+        let call = |name: &str, namespace: Option<&str>| Reply {
+            id: "r".into(),
+            model: "m".into(),
+            text: "{}".into(),
+            tool: Some(crate::ToolCall {
+                id: "c1".into(),
+                name: name.into(),
+                namespace: namespace.map(String::from),
+                arguments: json!({}),
+            }),
+            input_tokens: 1,
+            created: 0,
+        };
+        let item = output_item(
+            &call("mcp__agent_comms__cell_run", Some("mcp__agent_comms")),
+            "completed",
+            Some("{}"),
+        );
+        assert_eq!(
+            (&item["namespace"], &item["name"]),
+            (&json!("mcp__agent_comms"), &json!("cell_run"))
+        );
+        let item = output_item(&call("exec_command", None), "completed", Some("{}"));
+        assert_eq!(item["name"], "exec_command");
+        assert!(item.get("namespace").is_none(), "{item}");
     }
 
     #[test]

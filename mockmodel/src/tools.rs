@@ -114,7 +114,14 @@ fn base64_json(value: &str) -> Result<Value, String> {
 pub struct ToolCall {
     /// The call's id (`tool_use_id` / `call_id`), which its result names.
     pub id: String,
+    /// The tool's name as the knob gives it (for a tool offered inside a
+    /// Responses namespace, `<namespace>__<name>`).
     pub name: String,
+    /// The Responses namespace that holds the tool, when it is offered in
+    /// one ([`crate::responses`]): the call then names the namespace and
+    /// the tool's own name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     /// The arguments (a JSON object).
     pub arguments: Value,
 }
@@ -144,6 +151,7 @@ pub fn call(knob: &Knob, offered: &[String], call_id: String) -> Option<Answer> 
         Ok(arguments) => Answer::Tool(ToolCall {
             id: call_id,
             name: knob.name.clone(),
+            namespace: None,
             arguments: arguments.clone(),
         }),
         Err(why) => Answer::Text(format!(
@@ -260,6 +268,7 @@ mod tests {
             Some(Answer::Tool(ToolCall {
                 id: "c1".into(),
                 name: "write".into(),
+                namespace: None,
                 arguments: json!({"x": 1}),
             }))
         );

@@ -33,6 +33,7 @@ fn check_logged_call(r: &LoggedRequest, id: &str, name: &str) {
         Some(ToolCall {
             id: id.into(),
             name: name.into(),
+            namespace: None,
             arguments: arguments(),
         })
     );
@@ -254,6 +255,17 @@ fn whole_tool_calls() {
     assert_eq!(v["output"][0]["type"], "function_call");
     let args = v["output"][0]["arguments"].as_str().unwrap();
     assert_eq!(serde_json::from_str::<Value>(args).unwrap(), arguments());
+
+    // A tool in a namespace (Codex's MCP tools) is called by namespace.
+    let namespaced = json!({"model": "m", "input": knob("mcp__s__f"),
+        "tools": [{"type": "namespace", "name": "mcp__s",
+            "tools": [{"type": "function", "name": "f"}]}]});
+    let v = post(port, "/v1/responses", &namespaced).json();
+    let call = &v["output"][0];
+    assert_eq!(
+        (&call["type"], &call["namespace"], &call["name"]),
+        (&json!("function_call"), &json!("mcp__s"), &json!("f"))
+    );
 
     let chat = json!({"model": "m", "messages": [{"role": "user", "content": knob("f")}],
         "tools": [{"type": "function", "function": {"name": "f"}}]});

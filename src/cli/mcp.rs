@@ -97,9 +97,9 @@ pub fn run(args: McpArgs, actor: Option<Id>) -> anyhow::Result<i32> {
 /// environment get, by its adapter.
 pub(super) fn for_provider(adapter: Option<&Adapter>, agent: &str) -> anyhow::Result<OneRun> {
     let Some(adapter) = adapter else {
-        bail!("--mcp needs to know the provider; name its adapter with --provider (claude, codex or opencode)");
+        bail!("--mcp needs to know the provider; name its adapter with --provider (claude-code, codex or opencode)");
     };
-    let Ok(kind) = adapter.profile.name.parse() else {
+    let Some(kind) = Agent::of_adapter(&adapter.profile.name) else {
         bail!(
             "--mcp knows how to configure claude, codex and opencode, not {}; give it the snippet of `agent-comms mcp config` yourself",
             adapter.profile.name
