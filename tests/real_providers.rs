@@ -675,6 +675,8 @@ fn call_through_the_model(w: &World, verb: &str, tool: &str, args: &Value) -> Va
         "[{test}] the prompt is {} characters (a long work directory?); opencode would summarize it: {text}",
         text.len()
     );
+    // Only this turn's requests count: an earlier turn's are in the log.
+    let before = w.requests().len();
     w.deliver(ID, &text, 20)
         .unwrap_or_else(|e| panic!("[{test}] deliver failed: {e}\n{}", w.report(ID)));
     let deadline = Instant::now() + TURN;
@@ -682,6 +684,7 @@ fn call_through_the_model(w: &World, verb: &str, tool: &str, args: &Value) -> Va
         let found = w
             .requests()
             .into_iter()
+            .skip(before)
             .find(|r| r["tool_result"].is_string());
         if let Some(r) = found {
             break r;
@@ -698,6 +701,7 @@ fn call_through_the_model(w: &World, verb: &str, tool: &str, args: &Value) -> Va
     let calls: Vec<Value> = w
         .requests()
         .into_iter()
+        .skip(before)
         .filter(|r| !r["tool_call"].is_null())
         .collect();
     assert_eq!(calls.len(), 1, "[{test}] {calls:#?}");
@@ -773,11 +777,12 @@ const CELL_SESSION: &str = "py";
 /// The name this CLI gives agent-comms' `cell_run` when the server is
 /// registered as `agent-comms` (Codex offers it as `cell_run` in the
 /// namespace `mcp__agent_comms`, which the mock spells so).
-fn mcp_cell_run(cli: Cli) -> &'static str {
+/// The name `cli` gives agent-comms' MCP tool `tool` (docs/providers.md).
+fn mcp_tool(cli: Cli, tool: &str) -> String {
     match cli {
-        Cli::Claude => "mcp__agent-comms__cell_run",
-        Cli::Codex => "mcp__agent_comms__cell_run",
-        Cli::Opencode => "agent-comms_cell_run",
+        Cli::Claude => format!("mcp__agent-comms__{tool}"),
+        Cli::Codex => format!("mcp__agent_comms__{tool}"),
+        Cli::Opencode => format!("agent-comms_{tool}"),
     }
 }
 
@@ -793,9 +798,11 @@ fn k(w: &World, args: &[&str]) -> String {
 }
 
 /// The CLI, given agent-comms through `interactive-serve --mcp` (the
-/// user's way), calls `cell_run` when the model asks: the code runs in a
-/// python session started beforehand with `k new`, and the model's next
-/// request carries the REPL's output.
+/// user's way), calls agent-comms' tools when the model asks, each turn's
+/// next request carrying the tool's real result: `cell_run` twice in a
+/// python session started beforehand with `k new` (the second reads what
+/// the first defined), `session_snapshot` of that session's screen, and
+/// `message_send` to another agent, stored as sent by this runtime's agent.
 fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
@@ -806,16 +813,50 @@ fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
     );
     let mut served = w.serve(ID, &["--mcp"], &[]);
     w.wait_activity(ID, "idle", START, "start-up");
-    let tool = mcp_cell_run(cli);
-    // The output is computed: the call's arguments do not hold it.
-    let args = serde_json::json!({"session": CELL_SESSION, "code": "print('answer', 6*7)"});
-    let follow_up = call_through_the_model(&w, "compute", tool, &args);
-    let result = follow_up["tool_result"].as_str().unwrap_or_default();
-    assert!(
-        result.contains("answer 42"),
-        "[{test}] the tool's result is not the cell's output: {result:?}"
+    let result = |tool: &str, args: Value| {
+        let follow_up = call_through_the_model(&w, "use", &mcp_tool(cli, tool), &args);
+        follow_up["tool_result"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let set = result(
+        "cell_run",
+        serde_json::json!({"session": CELL_SESSION, "code": "x = 6*7"}),
     );
-    println!("{test}: the tool's result as the model got it: {result:?}");
+    assert!(set.contains("done"), "[{test}] {set:?}");
+    // The output is computed from the first cell: the REPL kept `x`, and
+    // the call's arguments do not hold the answer.
+    let cell = serde_json::json!({"session": CELL_SESSION, "code": "print('answer', x)"});
+    let ran = result("cell_run", cell);
+    assert!(
+        ran.contains("answer 42"),
+        "[{test}] the tool's result is not the cell's output: {ran:?}"
+    );
+    println!("{test}: the tool's result as the model got it: {ran:?}");
+    let screen = result(
+        "session_snapshot",
+        serde_json::json!({"session": CELL_SESSION, "rows": 5}),
+    );
+    assert!(
+        screen.contains("answer 42"),
+        "[{test}] the screen: {screen:?}"
+    );
+    w.env
+        .run_ok(&["--actor", "peer", "runtime", "configure", "--id", "peer"]);
+    let sent = result(
+        "message_send",
+        serde_json::json!({"to": "peer", "text": "cell done"}),
+    );
+    assert!(sent.contains("inv_"), "[{test}] {sent:?}");
+    let inbox = w
+        .env
+        .run_ok(&["message", "list", "--to", "peer", "--json"])
+        .stdout;
+    assert!(
+        inbox.contains(&format!("\"from\":\"{ID}\"")),
+        "[{test}] {inbox}"
+    );
     k(&w, &["kill", CELL_SESSION]);
     w.finish(vec![&mut served.tty]);
 }

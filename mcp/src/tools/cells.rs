@@ -144,6 +144,10 @@ impl CellResult {
     fn reply(self) -> Reply<Self> {
         let id = self.cell_id.as_deref().unwrap_or("-");
         let text = match (self.status.as_str(), &self.output) {
+            // Nothing printed still says the cell ran: an empty text reads
+            // as no answer to a model that sees only text.
+            ("done", None) => format!("cell {id} done, no output"),
+            ("done", Some(output)) if output.is_empty() => format!("cell {id} done, no output"),
             ("done", Some(output)) => match self.exit_code {
                 Some(code) if code != 0 => format!("{output}\n[exit code {code}]"),
                 _ => output.clone(),
