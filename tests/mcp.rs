@@ -35,7 +35,8 @@ fn python() -> PathBuf {
 /// The driver, and through it the server.
 struct Mcp {
     child: Child,
-    stdin: ChildStdin,
+    /// Taken (closed) when the test ends: that ends the driver.
+    stdin: Option<ChildStdin>,
     answers: Receiver<Value>,
     /// Answers read while waiting for another one.
     early: Vec<Value>,
@@ -56,7 +57,7 @@ impl Mcp {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the driver starts");
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let (tx, answers) = channel();
         std::thread::spawn(move || {
@@ -87,8 +88,9 @@ impl Mcp {
         let id = self.next_id;
         self.next_id += 1;
         command["id"] = id.into();
-        writeln!(self.stdin, "{command}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("the driver's input is open");
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
         id
     }
 
@@ -176,7 +178,7 @@ impl Mcp {
 impl Drop for Mcp {
     fn drop(&mut self) {
         // Closing its input ends the driver, and the server with it.
-        let _ = self.child.stdin.take();
+        drop(self.stdin.take());
         let (tx, rx) = channel();
         let pid = self.child.id();
         std::thread::spawn(move || {
@@ -186,7 +188,6 @@ impl Drop for Mcp {
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
         });
-        let _ = self.stdin.flush();
         let _ = self.child.wait();
         let _ = tx.send(());
     }
