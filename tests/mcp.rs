@@ -21,6 +21,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 
 use serde_json::{json, Value};
+use support::acp::Served;
 use support::env::TestEnv;
 use support::{wait_until, BIN, TIMEOUT};
 
@@ -601,4 +602,39 @@ fn subscribers_are_told_when_a_message_arrives_or_a_cell_ends() {
         "told before the cell ended: {result}"
     );
     assert_eq!(result["output"], "done");
+}
+
+#[test]
+#[ignore = "needs the MCP Python SDK: AGENT_COMMS_MCP_PYTHON (scripts/install-mcp-sdk)"]
+fn an_acp_runtime_is_prompted_and_its_transcript_read() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "carol", "normal", &[], &[]);
+    let mut mcp = Mcp::start(&env, &["--actor", "alice", "mcp"], &[]);
+    let turn = mcp.call(
+        "acp_prompt",
+        json!({"runtime": "carol", "text": "summarize the diff"}),
+    );
+    assert_eq!(turn["stop_reason"], "end_turn", "{turn}");
+    let transcript = turn["transcript"].as_str().unwrap();
+    assert!(
+        transcript.contains("working on: summarize the diff"),
+        "{transcript}"
+    );
+    assert_eq!(served.prompted(), ["summarize the diff"]);
+    // The whole log, then only what came after it.
+    let log = mcp.call("acp_log", json!({"runtime": "carol"}));
+    assert!(log["transcript"]
+        .as_str()
+        .unwrap()
+        .contains("summarize the diff"));
+    let next = log["next"].clone();
+    let later = mcp.call("acp_log", json!({"runtime": "carol", "after": next}));
+    assert_eq!(later["transcript"], "", "{later}");
+    // Its own runtime is refused: the prompt would wait for its own turn.
+    let mut own = Mcp::start(&env, &["--actor", "carol", "mcp"], &[]);
+    let refused = own.error("acp_prompt", json!({"runtime": "carol", "text": "hi"}));
+    assert!(refused.contains("your own"), "{refused}");
+    assert!(mcp
+        .error("acp_log", json!({"runtime": "nobody"}))
+        .contains("runtime_list"));
 }
