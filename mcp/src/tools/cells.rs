@@ -8,8 +8,7 @@
 //! cell ends. The model never polls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agent_comms_core::cells::FrameMode;
 use agent_comms_core::client::Client;
@@ -20,13 +19,14 @@ use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{
     CellEvent, CellReply, CellState, Event, Request, Response,
 };
+use agent_comms_core::socket::ClientStream;
 use agent_comms_core::supervisor::cell_session::{missing_program, CellSession};
 use agent_comms_core::supervisor::launch::spawn_detached;
 use agent_comms_core::supervisor::DEFAULT_KILL_GRACE;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::ProgressNotificationParam;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
-use rmcp::{tool, tool_router, RoleServer};
+use rmcp::{tool, tool_router, Peer, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -393,17 +393,10 @@ impl Server {
     ) -> ToolResult<CellResult> {
         let wait = timeout(args.timeout, 30.0)?;
         let session = cell_session(args.session.as_deref())?;
-        let progress = context.meta.get_progress_token().map(|token| {
-            let (lines, rx) = tokio::sync::mpsc::unbounded_channel();
-            let stop = Arc::new(AtomicBool::new(false));
-            let reader = {
-                let (session, stop) = (session.clone(), stop.clone());
-                tokio::task::spawn_blocking(move || follow_lines(&session, &stop, &lines))
-            };
-            let peer = context.peer.clone();
-            let sender = tokio::spawn(forward_progress(peer, token, rx));
-            (stop, reader, sender)
-        });
+        let progress = context
+            .meta
+            .get_progress_token()
+            .and_then(|token| Progress::start(&session, token, context.peer.clone()));
         let run = {
             let session = session.clone();
             let request = Request::CellRun {
@@ -424,12 +417,13 @@ impl Server {
                 run.await
             }
         };
-        if let Some((stop, reader, sender)) = progress {
-            stop.store(true, Ordering::Relaxed);
-            let _ = reader.await;
-            let _ = sender.await;
+        let result = result.map_err(|e| ToolError::new(format!("the run failed: {e}")))?;
+        if let Some(progress) = progress {
+            progress
+                .finish(result.as_ref().is_ok_and(|r| r.cell_id.is_some()))
+                .await;
         }
-        let result = result.map_err(|e| ToolError::new(format!("the run failed: {e}")))??;
+        let result = result?;
         if result.status == "error" && result.cell_id.is_none() {
             // A refusal (a cell already runs, the REPL is not ready) comes
             // back as an error cell: say it as an error.
@@ -682,26 +676,62 @@ fn wait_for_cell(
     cell_reply(session, Request::CellPoll { cell_id: Some(id) })
 }
 
-/// The session's filtered view, line by line, until `stop`.
-fn follow_lines(
-    session: &SessionName,
-    stop: &AtomicBool,
-    lines: &tokio::sync::mpsc::UnboundedSender<String>,
-) {
-    let Ok(mut client) = subscribe(session, true) else {
-        return;
-    };
-    while !stop.load(Ordering::Relaxed) {
-        match client.read_frame_until(Instant::now() + CANCEL_CHECK) {
-            Ok(Some(frame)) => {
-                if let Message::Event(Event::Cell(CellEvent::Line { text })) = frame.message {
-                    if lines.send(text).is_err() {
-                        return;
-                    }
-                }
+/// The cell's output as progress notifications, one per line, read from
+/// a subscription made before the cell is sent (so no line is missed).
+struct Progress {
+    reader: tokio::task::JoinHandle<()>,
+    sender: tokio::task::JoinHandle<()>,
+    /// The subscription, to end it from here.
+    closer: ClientStream,
+}
+
+/// How long the last lines may take to follow the run's answer.
+const LAST_LINES: Duration = Duration::from_secs(1);
+
+impl Progress {
+    /// None where the subscription cannot be made or ended from another
+    /// thread (Windows): the run goes on without progress.
+    fn start(session: &SessionName, token: ProgressToken, peer: Peer<RoleServer>) -> Option<Self> {
+        let client = subscribe(session, true).ok()?;
+        let closer = client.try_clone_stream().ok()?;
+        let (lines, rx) = tokio::sync::mpsc::unbounded_channel();
+        Some(Self {
+            reader: tokio::task::spawn_blocking(move || follow_lines(client, &lines)),
+            sender: tokio::spawn(forward_progress(peer, token, rx)),
+            closer,
+        })
+    }
+
+    /// Once the run answered: a cell that ran has its end right after its
+    /// last line on the subscription, so the reader stops there by itself;
+    /// a run that started no cell (refused) has none, and is cut off.
+    async fn finish(mut self, ran: bool) {
+        let ended = ran
+            && tokio::time::timeout(LAST_LINES, &mut self.reader)
+                .await
+                .is_ok();
+        if !ended {
+            let _ = self.closer.shutdown(std::net::Shutdown::Both);
+            let _ = self.reader.await;
+        }
+        let _ = self.sender.await;
+    }
+}
+
+/// Forwards the filtered view's lines until a cell's end (or the
+/// subscription's).
+fn follow_lines(mut events: Client, lines: &tokio::sync::mpsc::UnboundedSender<String>) {
+    while let Ok(frame) = events.read_frame() {
+        let done = match frame.message {
+            Message::Event(Event::Cell(CellEvent::Line { text })) => lines.send(text).is_err(),
+            Message::Event(Event::Cell(CellEvent::Cell { status, .. })) => {
+                !matches!(status, CellState::Fired | CellState::Running)
             }
-            Ok(None) => {}
-            Err(_) => return,
+            Message::Event(Event::Cell(CellEvent::Closed { .. })) => true,
+            _ => false,
+        };
+        if done {
+            return;
         }
     }
 }
@@ -709,8 +739,8 @@ fn follow_lines(
 /// Each line of output becomes a progress notification; the progress
 /// count is the number of lines so far.
 async fn forward_progress(
-    peer: rmcp::Peer<RoleServer>,
-    token: rmcp::model::ProgressToken,
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
     mut lines: tokio::sync::mpsc::UnboundedReceiver<String>,
 ) {
     let mut count = 0u32;
