@@ -623,14 +623,15 @@ impl Server {
 }
 
 /// A connection that the session's cell events (with `lines`, also its
-/// filtered view's lines) are pushed on.
+/// filtered view's lines) are pushed on, from the supervisor's `ok` on:
+/// what happens after this returns is seen.
 fn subscribe(session: &SessionName, lines: bool) -> Result<Client, ToolError> {
     let mut events = connect(session, NO_SESSION)?;
     events
-        .send(Message::Request(Request::Subscribe {
+        .request(Request::Subscribe {
             history: false,
             lines,
-        }))
+        })
         .map_err(|e| ToolError::new(e.to_string()))?;
     Ok(events)
 }
