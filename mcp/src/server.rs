@@ -161,6 +161,33 @@ impl Server {
         }
     }
 
+    /// Runs one tool call in a task of its own: a tool that panics answers
+    /// with an error instead of taking the server, and every other call,
+    /// down with it.
+    async fn call_guarded(
+        self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = request.name.to_string();
+        let call = tokio::spawn(async move {
+            let call = ToolCallContext::new(&self, request, context);
+            self.tool_router.call(call).await
+        });
+        match call.await {
+            Ok(answered) => answered,
+            Err(e) => {
+                tracing::error!("tool {tool} failed: {e}");
+                Err(ErrorData::internal_error(
+                    format!(
+                        "tool {tool} failed inside the server ({e}); the server goes on serving"
+                    ),
+                    None,
+                ))
+            }
+        }
+    }
+
     /// The tools this server lists, as a client sees them.
     pub fn tools(&self) -> Vec<rmcp::model::Tool> {
         self.tool_router.list_all()
@@ -195,8 +222,7 @@ impl ServerHandler for Server {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         if !as_task {
-            let call = ToolCallContext::new(self, request, context);
-            return self.tool_router.call(call).await;
+            return self.clone().call_guarded(request, context).await;
         }
         let server = self.clone();
         let task = self.tasks.spawn(TaskOptions::new(), move |task| {
@@ -206,9 +232,7 @@ impl ServerHandler for Server {
                 let mut context = context;
                 let cancel = CancellationToken::new();
                 context.ct = cancel.clone();
-                let call = server
-                    .tool_router
-                    .call(ToolCallContext::new(&server, request, context));
+                let call = server.call_guarded(request, context);
                 tokio::pin!(call);
                 let answered = tokio::select! {
                     answered = &mut call => answered,
