@@ -6,206 +6,38 @@
 //! Waits block here, in the server: `cell_run` until the cell ends (with
 //! progress notifications carrying its output), `cell_wait` until a fired
 //! cell ends. The model never polls.
+//!
+//! `io` holds what the tools take and give (their schemas), `events` the
+//! waits on a session's cell events.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+mod events;
+mod io;
+
+pub(crate) use events::on_cell_ends;
+use events::{wait_for_cell, Progress};
+pub use io::*;
+
+use std::time::Instant;
 
 use agent_comms_core::cells::FrameMode;
-use agent_comms_core::client::Client;
 use agent_comms_core::paths::ensure_runtime_root;
 use agent_comms_core::session::{Liveness, Registry, SessionKind, SessionName};
-use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
-use agent_comms_core::socket::protocol::{
-    CellEvent, CellReply, CellState, Event, Request, Response,
-};
-use agent_comms_core::socket::ClientStream;
+use agent_comms_core::socket::protocol::{Request, Response};
 use agent_comms_core::supervisor::cell_session::{missing_program, CellSession};
 use agent_comms_core::supervisor::launch::spawn_detached;
 use agent_comms_core::supervisor::DEFAULT_KILL_GRACE;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
-use rmcp::{tool, tool_router, Peer, RoleServer};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use rmcp::{tool, tool_router, RoleServer};
 
-use super::{ask, connect, live_sessions, session_name, timeout, unexpected};
+use super::{ask, live_sessions, session_name, timeout, unexpected};
 use crate::reply::{blocking, Reply, ToolError, ToolResult};
 use crate::server::Shared;
-use crate::wait::{until_cancelled, CANCEL_CHECK};
+use crate::wait::until_cancelled;
 use crate::Server;
 
 const NO_SESSION: &str = "cell_new creates one";
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewArgs {
-    /// The session's name (letters, digits, `-`, `_`, `.`).
-    pub session: String,
-    /// The REPL to run, as a shell command line (default `bash`). Known
-    /// REPLs (bash, python3, node, gdb, sqlite3, psql …) get exact cell
-    /// ends with exit codes.
-    pub command: Option<String>,
-    /// The REPL's exact prompt, for a REPL no profile knows: a cell ends
-    /// when it shows again.
-    pub prompt: Option<String>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct NewResult {
-    pub session: String,
-    pub command: String,
-    /// False when the session was already running (nothing was started).
-    pub started: bool,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunArgs {
-    /// The cell session (optional when only one is live).
-    pub session: Option<String>,
-    /// The code, as typed into the REPL; several lines are one cell.
-    pub code: String,
-    /// Seconds to wait for the cell to end (default 30 for `cell_run`, 300
-    /// for `cell_fire`); it keeps running after, and `cell_wait` picks it up.
-    pub timeout: Option<f64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CellArgs {
-    /// The cell session (optional when only one is live).
-    pub session: Option<String>,
-    /// The cell (default: the session's current or last one).
-    pub cell_id: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WaitArgs {
-    /// The cell session (optional when only one is live).
-    pub session: Option<String>,
-    /// The cell (default: the session's current or last one).
-    pub cell_id: Option<String>,
-    /// Seconds to wait at most (default 30).
-    pub timeout: Option<f64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionArgs {
-    /// The cell session (optional when only one is live).
-    pub session: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KillArgs {
-    /// The cell session to end.
-    pub session: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HistoryArgs {
-    /// The cell session (optional when only one is live).
-    pub session: Option<String>,
-    /// How many lines of the session's filtered view (default 25).
-    pub lines: Option<usize>,
-}
-
-/// A cell's state, as `k run -j` prints it.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct CellResult {
-    pub session: String,
-    pub cell_id: Option<String>,
-    /// fired, running, done, timeout (still running after the timeout),
-    /// interrupted or error.
-    pub status: String,
-    /// What the cell printed (not while it runs).
-    pub output: Option<String>,
-    /// The code's exit status, where the REPL reports one.
-    pub exit_code: Option<i32>,
-}
-
-impl CellResult {
-    fn new(session: &SessionName, reply: CellReply) -> Self {
-        let running = matches!(reply.status, CellState::Fired | CellState::Running);
-        Self {
-            session: session.to_string(),
-            cell_id: reply.cell_id,
-            status: reply.status.as_str().to_owned(),
-            output: if running { None } else { reply.output },
-            exit_code: reply.exit_code,
-        }
-    }
-
-    fn reply(self) -> Reply<Self> {
-        let id = self.cell_id.as_deref().unwrap_or("-");
-        let text = match (self.status.as_str(), &self.output) {
-            // Nothing printed still says the cell ran: an empty text reads
-            // as no answer to a model that sees only text.
-            ("done", None) => format!("cell {id} done, no output"),
-            ("done", Some(output)) if output.is_empty() => format!("cell {id} done, no output"),
-            ("done", Some(output)) => match self.exit_code {
-                Some(code) if code != 0 => format!("{output}\n[exit code {code}]"),
-                _ => output.clone(),
-            },
-            ("fired" | "running", _) => format!(
-                "cell {id} is {}; cell_wait returns when it ends",
-                self.status
-            ),
-            ("timeout", output) => format!(
-                "cell {id} still runs after the timeout; cell_wait waits more, cell_interrupt stops it\n{}",
-                output.as_deref().unwrap_or("")
-            ),
-            (status, output) => format!("cell {id}: {status}\n{}", output.as_deref().unwrap_or("")),
-        };
-        Reply::new(self, text)
-    }
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Done {
-    pub session: String,
-    pub done: String,
-}
-
-impl Done {
-    fn reply(session: &SessionName, done: &str) -> Reply<Self> {
-        let text = format!("{done}: {session}");
-        Reply::new(
-            Self {
-                session: session.to_string(),
-                done: done.to_owned(),
-            },
-            text,
-        )
-    }
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct CellSessions {
-    pub sessions: Vec<CellSessionState>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct CellSessionState {
-    pub session: String,
-    pub command: String,
-    /// idle, running, done or timeout.
-    pub state: String,
-    pub cell_id: Option<String>,
-    /// Started by this server (its own to interrupt and kill).
-    pub started_here: bool,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct History {
-    pub session: String,
-    pub lines: Vec<String>,
-}
 
 /// The live cell sessions and their state. A session that ends between
 /// the listing and the question is left out, not an error.
@@ -228,36 +60,6 @@ pub(crate) fn cell_sessions(shared: &Shared) -> Result<Vec<CellSessionState>, To
         });
     }
     Ok(sessions)
-}
-
-/// Blocks until a cell of `session` ends (or the session does), then
-/// calls `ended`; again for every cell, until the caller gives up.
-pub(crate) fn on_cell_ends(
-    session: &SessionName,
-    gave_up: &AtomicBool,
-    ended: impl Fn(),
-) -> Result<(), ToolError> {
-    let mut events = subscribe(session, false)?;
-    while !gave_up.load(Ordering::Relaxed) {
-        match events.read_frame_until(Instant::now() + CANCEL_CHECK) {
-            Ok(Some(frame)) => match frame.message {
-                Message::Event(Event::Cell(CellEvent::Cell { status, .. })) if is_over(status) => {
-                    ended()
-                }
-                Message::Event(Event::Cell(CellEvent::Closed { .. })) => {
-                    ended();
-                    return Ok(());
-                }
-                _ => {}
-            },
-            Ok(None) => {}
-            Err(_) => {
-                ended();
-                return Ok(());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The cell session a call means: the one named, else `K_SESSION`, else
@@ -290,13 +92,6 @@ fn cell_reply(session: &SessionName, request: Request) -> Result<CellResult, Too
         Response::Cell(reply) => Ok(CellResult::new(session, reply)),
         other => Err(unexpected(other)),
     }
-}
-
-fn is_over(status: CellState) -> bool {
-    matches!(
-        status,
-        CellState::Done | CellState::Interrupted | CellState::Error
-    )
 }
 
 #[tool_router(router = cell_tools, vis = "pub(crate)")]
@@ -619,138 +414,5 @@ impl Server {
             }
         })
         .await
-    }
-}
-
-/// A connection that the session's cell events (with `lines`, also its
-/// filtered view's lines) are pushed on, from the supervisor's `ok` on:
-/// what happens after this returns is seen.
-fn subscribe(session: &SessionName, lines: bool) -> Result<Client, ToolError> {
-    let mut events = connect(session, NO_SESSION)?;
-    events
-        .request(Request::Subscribe {
-            history: false,
-            lines,
-        })
-        .map_err(|e| ToolError::new(e.to_string()))?;
-    Ok(events)
-}
-
-/// Waits on the session's cell events until the cell ends, the deadline
-/// passes or the caller gives up, then asks for its state.
-fn wait_for_cell(
-    session: &SessionName,
-    cell_id: Option<String>,
-    deadline: Instant,
-    gave_up: &AtomicBool,
-) -> Result<CellResult, ToolError> {
-    // Subscribed before the first look: an end between the two is seen.
-    let mut events = subscribe(session, false)?;
-    let now = cell_reply(
-        session,
-        Request::CellPoll {
-            cell_id: cell_id.clone(),
-        },
-    )?;
-    let Some(id) = now.cell_id.clone() else {
-        return Ok(now);
-    };
-    if !matches!(now.status.as_str(), "fired" | "running" | "timeout") {
-        return Ok(now);
-    }
-    while !gave_up.load(Ordering::Relaxed) {
-        let slice = deadline.min(Instant::now() + CANCEL_CHECK);
-        match events.read_frame_until(slice) {
-            Ok(Some(frame)) => match frame.message {
-                Message::Event(Event::Cell(CellEvent::Cell {
-                    cell_id, status, ..
-                })) if cell_id == id && is_over(status) => break,
-                Message::Event(Event::Cell(CellEvent::Closed { .. })) => break,
-                _ => {}
-            },
-            Ok(None) if Instant::now() >= deadline => break,
-            Ok(None) => {}
-            // The session ended: its last state says how.
-            Err(_) => break,
-        }
-    }
-    cell_reply(session, Request::CellPoll { cell_id: Some(id) })
-}
-
-/// The cell's output as progress notifications, one per line, read from
-/// a subscription made before the cell is sent (so no line is missed).
-struct Progress {
-    reader: tokio::task::JoinHandle<()>,
-    sender: tokio::task::JoinHandle<()>,
-    /// The subscription, to end it from here.
-    closer: ClientStream,
-}
-
-/// How long the last lines may take to follow the run's answer.
-const LAST_LINES: Duration = Duration::from_secs(1);
-
-impl Progress {
-    /// None where the subscription cannot be made or ended from another
-    /// thread (Windows): the run goes on without progress.
-    fn start(session: &SessionName, token: ProgressToken, peer: Peer<RoleServer>) -> Option<Self> {
-        let client = subscribe(session, true).ok()?;
-        let closer = client.try_clone_stream().ok()?;
-        let (lines, rx) = tokio::sync::mpsc::unbounded_channel();
-        Some(Self {
-            reader: tokio::task::spawn_blocking(move || follow_lines(client, &lines)),
-            sender: tokio::spawn(forward_progress(peer, token, rx)),
-            closer,
-        })
-    }
-
-    /// Once the run answered: a cell that ran has its end right after its
-    /// last line on the subscription, so the reader stops there by itself;
-    /// a run that started no cell (refused) has none, and is cut off.
-    async fn finish(mut self, ran: bool) {
-        let ended = ran
-            && tokio::time::timeout(LAST_LINES, &mut self.reader)
-                .await
-                .is_ok();
-        if !ended {
-            let _ = self.closer.shutdown(std::net::Shutdown::Both);
-            let _ = self.reader.await;
-        }
-        let _ = self.sender.await;
-    }
-}
-
-/// Forwards the filtered view's lines until a cell's end (or the
-/// subscription's).
-fn follow_lines(mut events: Client, lines: &tokio::sync::mpsc::UnboundedSender<String>) {
-    while let Ok(frame) = events.read_frame() {
-        let done = match frame.message {
-            Message::Event(Event::Cell(CellEvent::Line { text })) => lines.send(text).is_err(),
-            Message::Event(Event::Cell(CellEvent::Cell { status, .. })) => {
-                !matches!(status, CellState::Fired | CellState::Running)
-            }
-            Message::Event(Event::Cell(CellEvent::Closed { .. })) => true,
-            _ => false,
-        };
-        if done {
-            return;
-        }
-    }
-}
-
-/// Each line of output becomes a progress notification; the progress
-/// count is the number of lines so far.
-async fn forward_progress(
-    peer: Peer<RoleServer>,
-    token: ProgressToken,
-    mut lines: tokio::sync::mpsc::UnboundedReceiver<String>,
-) {
-    let mut count = 0u32;
-    while let Some(line) = lines.recv().await {
-        count += 1;
-        let note =
-            ProgressNotificationParam::new(token.clone(), f64::from(count)).with_message(line);
-        if peer.notify_progress(note).await.is_err() {
-            return;
-        }
     }
 }
