@@ -1316,6 +1316,48 @@ fn a_failing_message_is_reported_by_doctor_and_cancel_ends_it() {
     );
 }
 
+/// `message show` takes several ids: every body, in the order given, as
+/// text or as one JSON object per line; an unknown id among them is said
+/// before anything is printed, and `--raw` keeps to one body.
+#[test]
+fn message_show_shows_several_messages_in_order() {
+    let env = TestEnv::new();
+    env.run_ok(&["--actor", "bob", "runtime", "configure", "--id", "bob"]);
+    let ids: Vec<String> = ["first body", "second body", "third body"]
+        .iter()
+        .map(|b| {
+            send(&env, "alice", "bob", b, false)["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let shown = env.run_ok(&["message", "show", &ids[2], &ids[0]]).stdout;
+    let (third, first) = (shown.find("third body"), shown.find("first body"));
+    assert!(
+        third.is_some() && first.is_some() && third < first,
+        "{shown}"
+    );
+    assert!(!shown.contains("second body"), "{shown}");
+    let mut args = vec!["message", "show", "--json"];
+    args.extend(ids.iter().map(String::as_str));
+    let lines: Vec<Value> = env
+        .run_ok(&args)
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let bodies: Vec<&str> = lines.iter().map(|v| v["body"].as_str().unwrap()).collect();
+    assert_eq!(bodies, ["first body", "second body", "third body"]);
+    let missing = env
+        .run(&["message", "show", &ids[0], "inv_000000000000"])
+        .fails_with_one_line();
+    assert!(missing.stdout.is_empty(), "{missing:#?}");
+    assert!(missing.stderr.contains("inv_000000000000"), "{missing:#?}");
+    env.run(&["message", "show", "--raw", &ids[0], &ids[1]])
+        .fails_with_one_line();
+}
+
 /// Bodies are stored exactly as sent; what reaches the reader's terminal
 /// has its control characters escaped, `--raw` gives the bytes and
 /// `--json` round-trips. A sender field an older build let through is

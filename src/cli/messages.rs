@@ -47,14 +47,22 @@ pub enum MessageCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show a message with its body and every delivery attempt. Control
-    /// characters from the store are shown escaped (`\x1b`).
+    /// Show messages with their bodies and every delivery attempt, in the
+    /// order given. Control characters from the store are shown escaped
+    /// (`\x1b`).
+    #[command(after_help = "Examples:
+  agent-comms message show inv_3f2a9c1d0b7e
+  agent-comms message show inv_3f2a9c1d0b7e inv_91c04e2d5a6f   # several, one after another
+  agent-comms message show inv_3f2a9c1d0b7e --json             # one JSON object per message, a line each
+  agent-comms message show inv_3f2a9c1d0b7e --raw > body.txt   # the body exactly as sent")]
     Show {
-        id: String,
+        #[arg(required = true, num_args = 1.., value_name = "ID")]
+        ids: Vec<String>,
+        /// One JSON object per message, a line each.
         #[arg(long, conflicts_with = "raw")]
         json: bool,
         /// Print only the body, exactly as it was sent (escape sequences
-        /// and all).
+        /// and all); one message only.
         #[arg(long)]
         raw: bool,
     },
@@ -226,15 +234,32 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
                 }
             }
         }
-        MessageCommand::Show { id, json, raw } => {
-            let view = messages::show(&store, &Id::message(&id)?)?;
-            if json {
-                println!("{}", serde_json::to_string(&view)?);
-            } else if raw {
-                let body = view.body.as_deref().unwrap_or_default();
-                std::io::stdout().write_all(body.as_bytes())?;
-            } else {
-                print_full(&view);
+        MessageCommand::Show { ids, json, raw } => {
+            if raw && ids.len() > 1 {
+                bail!("--raw prints one body exactly as sent; give one id (or drop --raw)");
+            }
+            // Every id is checked before anything is printed: a typo in the
+            // third is said before the first two scroll by.
+            let ids = ids
+                .iter()
+                .map(|id| Id::message(id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let views = ids
+                .iter()
+                .map(|id| messages::show(&store, id))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (n, view) in views.iter().enumerate() {
+                if json {
+                    println!("{}", serde_json::to_string(view)?);
+                } else if raw {
+                    let body = view.body.as_deref().unwrap_or_default();
+                    std::io::stdout().write_all(body.as_bytes())?;
+                } else {
+                    if n > 0 {
+                        println!();
+                    }
+                    print_full(view);
+                }
             }
         }
         MessageCommand::Redeliver { id, json } => {
