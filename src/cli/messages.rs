@@ -234,34 +234,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
                 }
             }
         }
-        MessageCommand::Show { ids, json, raw } => {
-            if raw && ids.len() > 1 {
-                bail!("--raw prints one body exactly as sent; give one id (or drop --raw)");
-            }
-            // Every id is checked before anything is printed: a typo in the
-            // third is said before the first two scroll by.
-            let ids = ids
-                .iter()
-                .map(|id| Id::message(id))
-                .collect::<Result<Vec<_>, _>>()?;
-            let views = ids
-                .iter()
-                .map(|id| messages::show(&store, id))
-                .collect::<Result<Vec<_>, _>>()?;
-            for (n, view) in views.iter().enumerate() {
-                if json {
-                    println!("{}", serde_json::to_string(view)?);
-                } else if raw {
-                    let body = view.body.as_deref().unwrap_or_default();
-                    std::io::stdout().write_all(body.as_bytes())?;
-                } else {
-                    if n > 0 {
-                        println!();
-                    }
-                    print_full(view);
-                }
-            }
-        }
+        MessageCommand::Show { ids, json, raw } => show(&store, &ids, json, raw)?,
         MessageCommand::Redeliver { id, json } => {
             let inv = messages::redeliver(&store, &host_id()?, &Id::message(&id)?)?;
             if json {
@@ -286,6 +259,37 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `message show ID...`: every message in the order given.
+fn show(store: &dyn Store, ids: &[String], json: bool, raw: bool) -> anyhow::Result<()> {
+    if raw && ids.len() > 1 {
+        bail!("--raw prints one body exactly as sent; give one id (or drop --raw)");
+    }
+    // Every id is checked before anything is printed: a typo in the third
+    // is said before the first two scroll by.
+    let ids = ids
+        .iter()
+        .map(|id| Id::message(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let views = ids
+        .iter()
+        .map(|id| messages::show(store, id))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (n, view) in views.iter().enumerate() {
+        if json {
+            println!("{}", serde_json::to_string(view)?);
+        } else if raw {
+            let body = view.body.as_deref().unwrap_or_default();
+            std::io::stdout().write_all(body.as_bytes())?;
+        } else {
+            if n > 0 {
+                println!();
+            }
+            print_full(view);
+        }
+    }
+    Ok(())
 }
 
 /// Every field from the store escaped; the body keeps its line breaks.
