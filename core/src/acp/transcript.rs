@@ -175,7 +175,7 @@ pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
 
 /// The sequence number of the file's last whole entry, reading it from
 /// the end.
-fn last_seq(path: &Path) -> io::Result<Option<u64>> {
+pub fn last_seq(path: &Path) -> io::Result<Option<u64>> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

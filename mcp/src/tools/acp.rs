@@ -86,11 +86,6 @@ fn rendered(id: &SessionName, after: Option<u64>) -> Result<(String, Option<u64>
     Ok((text, entries.last().map(|e| e.seq)))
 }
 
-fn last_seq(id: &SessionName) -> Option<u64> {
-    let path = transcript_path(&state_dir(), id.as_str());
-    transcript::read(&path).ok()?.last().map(|e| e.seq)
-}
-
 fn live(id: &SessionName) -> Result<Client, ToolError> {
     match Client::for_session(id) {
         Ok((client, record)) if record.kind == SessionKind::Acp => Ok(client),
@@ -138,7 +133,10 @@ impl Server {
                 )));
             }
             let mut client = live(&id)?;
-            let before = last_seq(&id);
+            // Read from the file's end: the transcript may be long.
+            let before = transcript::last_seq(&transcript_path(&state_dir(), id.as_str()))
+                .ok()
+                .flatten();
             let options = DeliveryOptions {
                 try_only: false,
                 timeout_ms: wait.as_millis() as u64,

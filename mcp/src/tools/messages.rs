@@ -217,14 +217,14 @@ pub(crate) fn inbox_state(me: &Id) -> Result<Vec<(String, InvocationStatus)>, To
 /// Blocks until a message to `me` with a higher sequence than `after`
 /// is in the store.
 fn next_message(
+    store: &SqliteStore,
     me: &Id,
     after: i64,
     deadline: Instant,
     gave_up: &AtomicBool,
 ) -> Result<Option<Invocation>, ToolError> {
-    let store = store()?;
     loop {
-        if let Some(inv) = to_me(&store, me)?.into_iter().find(|i| i.seq > after) {
+        if let Some(inv) = to_me(store, me)?.into_iter().find(|i| i.seq > after) {
             return Ok(Some(inv));
         }
         if gave_up.load(Ordering::Relaxed) || Instant::now() >= deadline {
@@ -357,7 +357,7 @@ impl Server {
                     .ok_or_else(|| control(ControlError::UnknownInvocation(id.clone())))?,
                 None => known.last().map_or(0, |i| i.seq),
             };
-            next_message(&me, after, deadline, gave_up)
+            next_message(&store, &me, after, deadline, gave_up)
         })
         .await?
         .map(|inv| MessageEntry::new(&inv));
