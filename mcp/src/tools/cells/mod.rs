@@ -34,7 +34,7 @@ use rmcp::{tool, tool_router, RoleServer};
 use super::{ask, live_sessions, session_name, timeout, unexpected};
 use crate::reply::{blocking, Reply, ToolError, ToolResult};
 use crate::server::Shared;
-use crate::wait::until_cancelled;
+use crate::wait::{until_cancelled, CANCEL_CHECK};
 use crate::Server;
 
 const NO_SESSION: &str = "cell_new creates one";
@@ -187,11 +187,19 @@ impl Server {
         context: RequestContext<RoleServer>,
     ) -> ToolResult<CellResult> {
         let wait = timeout(args.timeout, 30.0)?;
-        let session = cell_session(args.session.as_deref())?;
-        let progress = context
-            .meta
-            .get_progress_token()
-            .and_then(|token| Progress::start(&session, token, context.peer.clone()));
+        // Finding the session and subscribing are supervisor round trips:
+        // off the event loop, like the run itself.
+        let (token, peer, named) = (
+            context.meta.get_progress_token(),
+            context.peer.clone(),
+            args.session,
+        );
+        let (session, progress) = blocking(move || {
+            let session = cell_session(named.as_deref())?;
+            let progress = token.and_then(|token| Progress::start(&session, token, peer));
+            Ok((session, progress))
+        })
+        .await?;
         let run = {
             let session = session.clone();
             let request = Request::CellRun {
@@ -206,10 +214,16 @@ impl Server {
             done = &mut run => done,
             () = context.ct.cancelled() => {
                 // The caller gave up: so does the cell. Its answer still
-                // comes, and settles the run.
-                let session = session.clone();
-                let _ = blocking(move || ask(&session, Request::CellInterrupt, NO_SESSION).map(drop)).await;
-                run.await
+                // comes, and settles the run. A cancel can come before the
+                // supervisor started the cell, when an interrupt finds none
+                // to stop: it is sent again until the run has answered.
+                loop {
+                    let session = session.clone();
+                    let _ = blocking(move || ask(&session, Request::CellInterrupt, NO_SESSION).map(drop)).await;
+                    if let Ok(done) = tokio::time::timeout(CANCEL_CHECK, &mut run).await {
+                        break done;
+                    }
+                }
             }
         };
         let result = result.map_err(|e| ToolError::new(format!("the run failed: {e}")))?;
