@@ -146,6 +146,48 @@ fn notification(id: &str, from: &str) -> String {
     format!("[agent-comms] message {id} from {from}; read it with: agent-comms message show {id}")
 }
 
+/// The one notification naming several messages from one sender.
+fn batch_notification(ids: &[String], from: &str) -> String {
+    format!(
+        "[agent-comms] {} messages from {from}; read them with: agent-comms message show {}",
+        ids.len(),
+        ids.join(" ")
+    )
+}
+
+/// The message ids a notification names, in its order.
+fn named_ids(notification: &str) -> Vec<String> {
+    let (_, ids) = notification
+        .split_once("message show ")
+        .unwrap_or_else(|| panic!("not a notification: {notification:?}"));
+    ids.split_whitespace().map(str::to_owned).collect()
+}
+
+/// `send`s `n` messages from alice to bob; returns their ids.
+fn send_burst(env: &TestEnv, n: usize, what: &str) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let sent = send(env, "alice", "bob", &format!("{what} {i}"), false);
+            sent["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn statuses(env: &TestEnv, ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .map(|id| invocation(env, id)["status"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn outcomes(env: &TestEnv, id: &str) -> Vec<String> {
+    invocation(env, id)["delivery_attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 // ---------------------------------------------------------------------------
 
 /// Delivery into a provider that works by itself now and then: every text
@@ -288,37 +330,32 @@ fn concurrent_senders_deliver_every_message_exactly_once() {
     let all: Vec<&String> = ids.iter().flatten().collect();
     assert_eq!(all.len(), 200);
     let started = std::time::Instant::now();
-    // About a quarter second per turn (type, echo, Enter delay, the fake's
-    // turn, the debounce); the fake's log is cheap to watch.
-    wait_until_within(Duration::from_secs(150), "200 submissions", || {
-        served.submits().len() >= 200
-    });
-    eprintln!("200 messages delivered in {:?}", started.elapsed());
-    wait_until("all 200 recorded as delivered", || {
-        // `invocation` is the alias scripts already use.
-        let run = env.run_ok(&["invocation", "list", "--status", "DELIVERED", "--json"]);
-        json(&run).as_array().unwrap().len() == 200
-    });
+    wait_until_within(
+        Duration::from_secs(150),
+        "all 200 recorded as delivered",
+        || {
+            // `invocation` is the alias scripts already use.
+            let run = env.run_ok(&["invocation", "list", "--status", "DELIVERED", "--json"]);
+            json(&run).as_array().unwrap().len() == 200
+        },
+    );
     let submits = served.submitted_texts();
-    assert_eq!(submits.len(), 200, "{submits:#?}");
+    eprintln!(
+        "200 messages delivered in {:?}, {} notifications",
+        started.elapsed(),
+        submits.len()
+    );
+    // Every message named exactly once, in one whole notification.
+    let named: Vec<String> = submits.iter().flat_map(|t| named_ids(t)).collect();
+    assert_eq!(named.len(), 200, "{submits:#?}");
     for (s, ids) in ids.iter().enumerate() {
         for id in ids {
-            let expected = notification(id, &format!("agent{s}"));
-            assert_eq!(
-                submits.iter().filter(|t| **t == expected).count(),
-                1,
-                "{id}"
-            );
+            assert_eq!(named.iter().filter(|n| *n == id).count(), 1, "{id}");
         }
         // One sender's messages arrive in the order it sent them.
         let positions: Vec<usize> = ids
             .iter()
-            .map(|id| {
-                submits
-                    .iter()
-                    .position(|t| t.contains(id.as_str()))
-                    .unwrap()
-            })
+            .map(|id| named.iter().position(|n| n == id).unwrap())
             .collect();
         assert!(
             positions.windows(2).all(|w| w[0] < w[1]),
@@ -560,26 +597,96 @@ fn a_clean_exit_leaves_the_runtime_offline_with_its_reason() {
 /// Messages sent while the runtime is down wait in the store and arrive, in
 /// order, when it comes back.
 #[test]
-fn messages_sent_while_offline_arrive_in_order_on_return() {
+fn messages_sent_while_offline_arrive_in_one_notification_on_return() {
     let env = TestEnv::new();
     env.run_ok(&["--actor", "bob", "runtime", "configure", "--id", "bob"]);
-    let ids: Vec<String> = (0..3)
-        .map(|i| {
-            let sent = send(
-                &env,
-                "alice",
-                "bob",
-                &format!("while you were out {i}"),
-                false,
-            );
-            assert_eq!(sent["status"], "PENDING");
-            sent["id"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let ids = send_burst(&env, 3, "while you were out");
+    assert_eq!(statuses(&env, &ids), ["PENDING"; 3]);
     let served = Served::start(&env, "bob", "claude", &[], &[]);
+    wait_until("the three delivered", || {
+        statuses(&env, &ids) == ["DELIVERED"; 3]
+    });
+    assert_eq!(
+        served.submitted_texts(),
+        [batch_notification(&ids, "alice")]
+    );
+}
+
+/// `--batch 1`: one notification per message, oldest first, as before
+/// batches.
+#[test]
+fn batch_1_delivers_one_message_per_notification() {
+    let env = TestEnv::new();
+    env.run_ok(&["--actor", "bob", "runtime", "configure", "--id", "bob"]);
+    let ids = send_burst(&env, 3, "while you were out");
+    let served = Served::start(&env, "bob", "claude", &[], &["--batch", "1"]);
     wait_until("three notifications", || served.submits().len() == 3);
     let expected: Vec<String> = ids.iter().map(|id| notification(id, "alice")).collect();
     assert_eq!(served.submitted_texts(), expected);
+    let refused = env.run(&[
+        "--actor",
+        "bob",
+        "runtime",
+        "interactive-serve",
+        "--id",
+        "bob",
+        "--batch",
+        "0",
+        "--",
+        "claude",
+    ]);
+    assert!(!refused.status.success(), "{refused:#?}");
+    assert!(
+        refused
+            .stderr
+            .starts_with("error: invalid value '0' for '--batch <N>': 0 is not in 1..=100"),
+        "{refused:#?}"
+    );
+}
+
+/// Ten messages sent while the agent works cost it one turn: nothing is
+/// taken from the queue while it is busy, and once it is idle one
+/// notification names all ten, oldest first. Each message has its own
+/// attempt, DELIVERED once with the notification's evidence, and `message
+/// show` of the named ids prints every body.
+#[test]
+fn a_burst_sent_while_the_agent_works_costs_one_turn() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let work = "work until interrupted BUSY=600000";
+    deliver(&env, "bob", work);
+    let ids = send_burst(&env, 10, "burst");
+    assert_eq!(statuses(&env, &ids), ["PENDING"; 10]);
+    // Esc ends the turn, as a person would.
+    served.term.write(b"\x1b");
+    wait_until("all ten delivered", || {
+        statuses(&env, &ids) == ["DELIVERED"; 10]
+    });
+    assert_eq!(
+        served.submitted_texts(),
+        [work.to_owned(), batch_notification(&ids, "alice")]
+    );
+    let evidence: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            let attempts = invocation(&env, id)["delivery_attempts"].clone();
+            assert_eq!(attempts.as_array().unwrap().len(), 1, "{id}: {attempts}");
+            assert_eq!(attempts[0]["outcome"], "DELIVERED");
+            attempts[0]["evidence"].clone()
+        })
+        .collect();
+    assert!(evidence.iter().all(|e| *e == evidence[0]), "{evidence:#?}");
+    let mut show = vec!["message", "show"];
+    show.extend(ids.iter().map(String::as_str));
+    let shown = env.run_ok(&show).stdout;
+    let bodies: Vec<usize> = (0..10)
+        .map(|i| {
+            shown
+                .find(&format!("burst {i}\n"))
+                .unwrap_or_else(|| panic!("burst {i} not shown: {shown}"))
+        })
+        .collect();
+    assert!(bodies.windows(2).all(|w| w[0] < w[1]), "{shown}");
 }
 
 /// A runtime registered by another host cannot be reached from here: its
@@ -636,24 +743,40 @@ fn a_runtime_on_another_host_is_never_delivered_to() {
     );
 }
 
-/// SIGKILL of the supervisor in the middle of a delivery: the message is
-/// not marked delivered, the runtime is seen offline once its heartbeat is
-/// stale, and the restarted runtime delivers it.
+/// SIGKILL of the supervisor in the middle of a batch's delivery (its
+/// notification typed, not yet submitted): no message is marked delivered,
+/// the runtime is seen offline once its heartbeat is stale, and the
+/// restarted runtime delivers the whole batch again; each message's
+/// attempts say which one delivered it.
 #[test]
 fn a_supervisor_killed_mid_delivery_loses_nothing() {
     let env = TestEnv::new();
-    let mut served = Served::start(&env, "bob", "claude", &[], &[]);
-    // Keep the provider busy so the delivery is caught waiting.
-    deliver(&env, "bob", "work for a while BUSY=60000");
-    let sent = send(&env, "alice", "bob", "are you there?", false);
-    let id = sent["id"].as_str().unwrap().to_owned();
-    wait_until("the delivery under way", || {
-        invocation(&env, &id)["status"] == "DELIVERING"
-    });
+    env.run_ok(&["--actor", "bob", "runtime", "configure", "--id", "bob"]);
+    let ids = send_burst(&env, 10, "are you there?");
+    // The fake drops every Enter: the notification is typed and shown, and
+    // its delivery waits for a submission that does not come.
+    let mut served = Served::start(&env, "bob", "claude", &[("FAKE_DROP_ENTER", "1000")], &[]);
     let supervisor = env
         .record("bob")
         .expect("bob's session record")
         .supervisor_pid;
+    // Frozen, the supervisor changes nothing: what the store says then is
+    // what the kill interrupts.
+    wait_until("the batch caught mid-delivery", || {
+        env.signal(supervisor, libc::SIGSTOP);
+        let caught = statuses(&env, &ids) == ["DELIVERING"; 10];
+        if !caught {
+            env.signal(supervisor, libc::SIGCONT);
+        }
+        caught
+    });
+    assert!(
+        served.submitted_texts().is_empty(),
+        "{:?}",
+        served.submitted_texts()
+    );
+    // Attempts so far, the one in progress included.
+    let tried: Vec<usize> = ids.iter().map(|id| outcomes(&env, id).len()).collect();
     env.signal(supervisor, libc::SIGKILL);
     served.term.wait_exit();
     // The record still says ONLINE (nobody wrote OFFLINE); doctor sees the
@@ -672,32 +795,41 @@ fn a_supervisor_killed_mid_delivery_loses_nothing() {
     wait_until("bob seen offline", || {
         json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["status"] == "OFFLINE"
     });
-    assert_ne!(invocation(&env, &id)["status"], "DELIVERED");
-    wait_until("doctor sees the stale attempt", || {
+    assert_eq!(statuses(&env, &ids), ["DELIVERING"; 10]);
+    wait_until("doctor sees the stale attempts", || {
         let doctor = json(&env.run(&["doctor", "--json"]));
         doctor
             .as_array()
             .unwrap()
             .iter()
-            .any(|f| f["code"] == "STALE_DELIVERY_ATTEMPT")
+            .filter(|f| f["code"] == "STALE_DELIVERY_ATTEMPT")
+            .count()
+            == 10
     });
     let restarted = Served::spawn(&env, "bob", "claude", &[], &[]);
     restarted
         .term
         .wait_for("replacing the stale record of runtime bob");
     restarted.wait_online(&env);
-    wait_until("the message delivered after the restart", || {
-        invocation(&env, &id)["status"] == "DELIVERED"
+    wait_until("the batch delivered after the restart", || {
+        statuses(&env, &ids) == ["DELIVERED"; 10]
     });
-    assert_eq!(restarted.submitted_texts(), [notification(&id, "alice")]);
-    let attempts = invocation(&env, &id)["delivery_attempts"].clone();
-    let outcomes: Vec<&str> = attempts
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["outcome"].as_str().unwrap())
-        .collect();
-    assert_eq!(outcomes, ["ABANDONED", "DELIVERED"]);
+    assert_eq!(
+        restarted.submitted_texts(),
+        [batch_notification(&ids, "alice")]
+    );
+    for (id, before) in ids.iter().zip(tried) {
+        // The attempts before the kill (the one killed, and any that ran out
+        // of Enters before it), then the one that delivered it.
+        let outcomes = outcomes(&env, id);
+        assert_eq!(outcomes.len(), before + 1, "{id}: {outcomes:?}");
+        assert_eq!(outcomes[before - 1], "ABANDONED", "{id}: {outcomes:?}");
+        assert_eq!(outcomes[before], "DELIVERED", "{id}: {outcomes:?}");
+        assert!(
+            outcomes[..before - 1].iter().all(|o| o == "FAILED"),
+            "{id}: {outcomes:?}"
+        );
+    }
 }
 
 /// The provider's exit status is the serve's, and the record says why the
@@ -1417,15 +1549,16 @@ fn send_wait_that_runs_out_says_why() {
     ]);
     assert_eq!(run.code(), 1, "{run:#?}");
     let id = invocation_ids(&env).pop().unwrap();
-    // Its attempt is under way: the inbox took it and waits for idle.
+    // Queued: the inbox takes it once the agent is idle.
     let status = invocation(&env, &id)["status"].as_str().unwrap().to_owned();
-    assert_eq!(status, "DELIVERING");
+    assert_eq!(status, "PENDING");
     let said = run.stderr.trim_end();
     assert_eq!(said.lines().count(), 1, "{run:#?}");
     for what in [
         "waited 1 s for runtime bob",
         &id,
         &format!("it is {status}"),
+        "its runtime announces it once the program is idle",
         &format!("agent-comms message show {id}"),
     ] {
         assert!(said.contains(what), "{what:?} missing: {run:#?}");

@@ -27,7 +27,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_comms_core::control::messages::notification;
+use agent_comms_core::control::messages::{notification, Named};
+use agent_comms_core::control::DEFAULT_BATCH;
 use agent_comms_core::delivery::Evidence;
 use agent_comms_core::store::{
     AttemptResult, Invocation, InvocationFilter, InvocationStatus, NewInvocation, SqliteStore,
@@ -55,11 +56,9 @@ const DRAIN_TURN_MS: u64 = 20;
 const SCRIPT_VERIFY: Duration = Duration::from_secs(2);
 /// A script that lost this many messages in a row is not asked again.
 const SCRIPT_GIVE_UP: usize = 5;
-/// How long a draining queue may go without a submission before it counts
+/// How long a draining queue may go without a delivery before it counts
 /// as stuck.
 const DRAIN_STALL: Duration = Duration::from_secs(60);
-/// How long the store may take to record a submission the fake logged.
-const RECORD_WAIT: Duration = Duration::from_secs(10);
 
 pub fn section(bench: &Bench) -> Section {
     let repo = bench.repo();
@@ -465,7 +464,7 @@ fn messages(bench: &Bench, repo: &Path) -> Vec<Row> {
                 "`send --wait` returned, but message {id} is {}",
                 inv.status
             );
-            expected.push(notification(&inv)?);
+            expected.push(notification(&[Named::new(&inv)?]));
             let text = format!("bench text {i} typed by runtime deliver");
             let mut cmd = project.agent_comms(bench);
             cmd.args(["runtime", "deliver", "--id", RECEIVER, "--json", &text]);
@@ -519,8 +518,19 @@ fn drain(bench: &Bench, repo: &Path) -> Vec<Row> {
         Ok(stats::one(Quantity::Seconds(secs))),
     );
     total.target = drained.tally.verdict();
+    let mut turns = Row::new(
+        &what,
+        &format!("{system}: agent turns used (notifications typed)"),
+        Ok(stats::one(Quantity::Count(drained.tally.turns as f64))),
+    );
+    let most = n.div_ceil(DEFAULT_BATCH);
+    turns.target = judge(
+        &format!("≤ {most}: {DEFAULT_BATCH} messages a notification"),
+        Some(drained.tally.turns <= most),
+    );
     vec![
         total,
+        turns,
         Row::new(
             &what,
             &format!("{system}: rate"),
@@ -551,21 +561,16 @@ fn drained(bench: &Bench, repo: &Path, n: usize) -> anyhow::Result<Drained> {
     let log = FakeLog::new(bench, "drain-claude")?;
     let start = unix_millis();
     let mut served = Served::start(bench, &project, repo, &CLAUDE, &log, DRAIN_TURN_MS)?;
-    served.wait_for_submissions(&log, n, DRAIN_STALL)?;
     let store = project.store()?;
     let to_receiver = |status| InvocationFilter {
         status,
         to: Some(RECEIVER),
     };
-    let deadline = Instant::now() + RECORD_WAIT;
-    while store
-        .invocations(&to_receiver(Some(InvocationStatus::Delivered)))?
-        .len()
-        < n
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    served.wait_for_count("DELIVERED in the store", n, DRAIN_STALL, || {
+        Ok(store
+            .invocations(&to_receiver(Some(InvocationStatus::Delivered)))?
+            .len())
+    })?;
     drop(served);
     let queued = store.invocations(&to_receiver(None))?;
     let mut times: Vec<u64> = queued.iter().filter_map(|inv| inv.delivered).collect();
@@ -582,14 +587,17 @@ fn drained(bench: &Bench, repo: &Path, n: usize) -> anyhow::Result<Drained> {
 }
 
 /// Whether a drained queue lost anything: in the store, as `invocation list`
-/// shows it, and in what the fake received.
+/// shows it, and in what the fake received — and how many agent turns
+/// (notifications) it took.
 struct Tally {
     queued: usize,
     /// DELIVERED, per `invocation list --status DELIVERED --json`.
     delivered: usize,
-    submitted: usize,
-    distinct: usize,
-    /// The submissions are the queued messages' notifications, in order.
+    /// Notifications the fake received: one agent turn each.
+    turns: usize,
+    /// Messages the notifications named, counting repeats.
+    named: usize,
+    /// Each queued message named once, in queue order, and nothing else.
     in_order: bool,
     while_busy: usize,
 }
@@ -603,38 +611,28 @@ impl Tally {
     ) -> anyhow::Result<Self> {
         let (_, listed) = project.list(bench, &["--status", "DELIVERED"])?;
         let submits = log.submits()?;
-        let texts: Vec<&str> = submits.iter().map(|s| s.text.as_str()).collect();
-        let expected = queued
-            .iter()
-            .map(notification)
-            .collect::<Result<Vec<String>, _>>()?;
-        let mut distinct = texts.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
+        let named: Vec<&str> = submits.iter().flat_map(|s| named_ids(&s.text)).collect();
+        let expected: Vec<&str> = queued.iter().map(|inv| inv.id.as_str()).collect();
         Ok(Self {
             queued: queued.len(),
             delivered: listed.iter().filter(|v| v["to"] == RECEIVER).count(),
-            submitted: submits.len(),
-            distinct: distinct.len(),
-            in_order: texts == expected,
+            turns: submits.len(),
+            named: named.len(),
+            in_order: named == expected,
             while_busy: submits.iter().filter(|s| s.while_busy).count(),
         })
     }
 
     fn verdict(&self) -> String {
         let n = self.queued;
-        let met = self.delivered == n
-            && self.submitted == n
-            && self.distinct == n
-            && self.in_order
-            && self.while_busy == 0;
+        let met = self.delivered == n && self.in_order && self.while_busy == 0;
         judge(
             &format!(
-                "none lost ({} of {n} DELIVERED in the store; the fake's log: {} submissions, {} \
-                 distinct, {}, {} while busy)",
+                "none lost ({} of {n} DELIVERED in the store; the fake's log: {} notifications \
+                 naming {} messages, {}, {} while busy)",
                 self.delivered,
-                self.submitted,
-                self.distinct,
+                self.turns,
+                self.named,
                 if self.in_order {
                     "each queued message once, in queue order"
                 } else {
@@ -645,6 +643,15 @@ impl Tally {
             Some(met),
         )
     }
+}
+
+/// The message ids a notification names: the words after its `message
+/// show`.
+fn named_ids(notification: &str) -> Vec<&str> {
+    notification
+        .split_once("message show ")
+        .map(|(_, ids)| ids.split_whitespace().collect())
+        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------

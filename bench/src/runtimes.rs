@@ -390,26 +390,27 @@ impl Served {
         }
     }
 
-    /// Until the fake has logged `n` submissions; fails once none came for
-    /// `stall`.
-    pub fn wait_for_submissions(
+    /// Until `count` (of `what`) reaches `n`, while the serve runs; fails
+    /// once it did not grow for `stall`.
+    pub fn wait_for_count(
         &mut self,
-        log: &FakeLog,
+        what: &str,
         n: usize,
         stall: Duration,
+        mut count: impl FnMut() -> anyhow::Result<usize>,
     ) -> anyhow::Result<()> {
         let (mut seen, mut progress) = (0, Instant::now());
         while seen < n {
             self.check_running()?;
-            let now = log.submits()?.len();
+            let now = count()?;
             if now > seen {
                 (seen, progress) = (now, Instant::now());
             }
             ensure!(
                 progress.elapsed() < stall,
-                "{seen} of {n} submitted, then none for {stall:?}"
+                "{seen} of {n} {what}, then none more for {stall:?}"
             );
-            std::thread::sleep(Duration::from_millis(250));
+            std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
     }

@@ -73,6 +73,8 @@ pub struct AcpServeArgs {
     /// missed beats.
     #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
     heartbeat_ms: u64,
+    #[command(flatten)]
+    batch: super::runtime::BatchArg,
     /// Print what started as JSON.
     #[arg(long)]
     json: bool,
@@ -199,6 +201,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         new_session: args.new_session,
         wait_for_client: args.wait_for_client,
         heartbeat_ms: args.heartbeat_ms,
+        batch: args.batch.limit(),
         state_dir: state_dir(),
         store_path: store_path(),
     };

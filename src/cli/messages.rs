@@ -187,6 +187,9 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
         InvocationStatus::Delivering => {
             "its runtime is still on it, typing it once the program is idle".to_owned()
         }
+        InvocationStatus::Pending if inv.reason.is_none() => {
+            "it is queued; its runtime announces it once the program is idle".to_owned()
+        }
         InvocationStatus::Pending => "it stays queued and is tried again".to_owned(),
         InvocationStatus::Failed => {
             format!("it was given up; to try again: agent-comms message redeliver --id {id}")

@@ -10,7 +10,9 @@ use agent_comms_core::control::registration::bind_conversation;
 use agent_comms_core::control::registration::{configure, Configure, RuntimeKind, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
 use agent_comms_core::control::start::TakeoverOptions;
-use agent_comms_core::control::{host::host_id, open_store, ControlError};
+use agent_comms_core::control::{
+    host::host_id, open_store, ControlError, DEFAULT_BATCH, MAX_BATCH,
+};
 use agent_comms_core::delivery::{validate, DeliveryOptions, DEFAULT_TIMEOUT_MS};
 use agent_comms_core::display;
 use agent_comms_core::ids::{Id, IdKind};
@@ -130,6 +132,8 @@ pub struct ServeArgs {
     /// Deliveries wait this long after your last keystroke.
     #[arg(long, default_value_t = DEFAULT_KEYBOARD_QUIET_MS, value_name = "MS")]
     keyboard_quiet_ms: u64,
+    #[command(flatten)]
+    batch: BatchArg,
     /// Heartbeat interval; the runtime counts as offline after three
     /// missed beats.
     #[arg(long, default_value_t = DEFAULT_HEARTBEAT.as_millis() as u64, value_name = "MS")]
@@ -225,6 +229,28 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     }
 }
 
+/// How many waiting messages one notification names: a served runtime's
+/// `--batch`.
+#[derive(Args)]
+pub struct BatchArg {
+    /// Name up to N waiting messages in one notification (one agent turn
+    /// for a burst; `agent-comms message show ID...` prints them all); 1
+    /// delivers one by one.
+    #[arg(
+        long = "batch",
+        default_value_t = DEFAULT_BATCH as u64,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH as u64),
+        value_name = "N"
+    )]
+    limit: u64,
+}
+
+impl BatchArg {
+    pub fn limit(&self) -> usize {
+        self.limit as usize
+    }
+}
+
 /// A conversation id given on the command line: it becomes part of the
 /// provider's command line on resume.
 fn conversation_id(value: &str) -> Result<Id, agent_comms_core::ids::IdError> {
@@ -281,6 +307,7 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
             env,
             cwd: std::env::current_dir().context("cannot read the current directory")?,
             heartbeat: Duration::from_millis(args.heartbeat_ms),
+            batch: args.batch.limit(),
             keyboard_quiet: Duration::from_millis(args.keyboard_quiet_ms),
             record: args.record.map(super::absolute),
             discovery,

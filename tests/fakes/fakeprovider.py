@@ -171,8 +171,8 @@ class Event:
 
     kind: ``text`` (typed printable text), ``paste`` (a bracketed paste),
     ``enter`` (CR), ``newline`` (LF, i.e. Ctrl-J), ``backspace``, ``clear``
-    (Ctrl-U), ``interrupt`` (Ctrl-C), ``eof`` (Ctrl-D), ``key`` (any other
-    key: arrows, Tab, Esc, Alt-x...; ignored), ``report`` (focus events and
+    (Ctrl-U), ``interrupt`` (Ctrl-C), ``eof`` (Ctrl-D), ``esc`` (the Esc
+    key alone), ``key`` (any other key: arrows, Tab, Alt-x...; ignored), ``report`` (focus events and
     terminal replies; not a key, ignored), ``cpr`` (a cursor position report
     ``ESC[row;colR``).
     """
@@ -260,7 +260,7 @@ class InputParser:
         if not self.has_partial_escape:
             return []
         self._pending = b""
-        return [Event("key")]
+        return [Event("esc")]
 
     def feed(self, data: bytes) -> list[Event]:
         buf, self._pending = self._pending + data, b""
@@ -326,6 +326,8 @@ class InputParser:
             out.append(Event("report"))
         elif seq.startswith(b"\x1b[") and seq[2:3] in (b"?", b">", b"="):
             out.append(Event("report"))  # mode / device attribute replies
+        elif seq == ESC.encode():
+            out.append(Event("esc"))
         else:
             out.append(Event("key"))
 
@@ -1117,7 +1119,18 @@ class FakeProvider:
                 raise Quit(0, "ctrl-d")
         elif kind == "enter":
             self.enter(chunk)
+        elif kind == "esc":
+            self.interrupt_turn(chunk.t)
         # key, report, cpr: consumed and ignored
+
+    def interrupt_turn(self, t: float) -> None:
+        """Esc while a turn runs ends it now, as the footer's "esc to
+        interrupt" says the real CLIs do; the turns queued behind it still
+        run. Idle, Esc does nothing."""
+        if self.turn is None:
+            return
+        self.log.write("interrupted", text=self.turn.text)
+        self.turn.duration = max(0.0, t - self.turn.start)
 
     def intercept_enter(self, chunk: Chunk) -> bool:
         """Hook: True when the provider's quirk takes this Enter."""

@@ -118,6 +118,17 @@ impl AcpHandle {
         }
     }
 
+    /// Waits until a prompt could be sent now: no turn runs and it is this
+    /// caller's turn (see [`Turns::ready`]).
+    pub async fn ready(&self, options: DeliveryOptions) -> Result<(), DeliveryError> {
+        let wait = Duration::from_millis(options.timeout_ms);
+        let mut exit = self.inner.exit.clone();
+        tokio::select! {
+            ready = self.inner.turns.ready(options.try_only, wait) => ready.map_err(|e| no_turn(e, wait)),
+            _ = exited(&mut exit) => Err(DeliveryError::Ended),
+        }
+    }
+
     /// Runs one turn with `request` as its prompt: when no turn runs and it
     /// is this caller's turn (first come, first served; `try_only` fails at
     /// once, else it waits at most `wait`), and until the prompt's response.
@@ -133,13 +144,7 @@ impl AcpHandle {
         let inner = &self.inner;
         let mut exit = inner.exit.clone();
         let turn = tokio::select! {
-            turn = inner.turns.begin(try_only, wait) => turn.map_err(|e| match e {
-                NoTurn::Busy => DeliveryError::NotReady("a turn is running".into()),
-                NoTurn::Timeout => DeliveryError::Timeout {
-                    secs: wait.as_secs(),
-                    waiting: "the running turn ended".into(),
-                },
-            })?,
+            turn = inner.turns.begin(try_only, wait) => turn.map_err(|e| no_turn(e, wait))?,
             _ = exited(&mut exit) => return Err(DeliveryError::Ended),
         };
         let mut sent = inner.connection.send_request(request);
@@ -271,5 +276,16 @@ impl AcpHandle {
     /// Ends the agent (as `session kill` does); the supervisor then exits.
     pub fn terminate(&self, grace: Duration) {
         let _ = self.inner.terminate.send(grace);
+    }
+}
+
+/// Why a turn could not begin, as a delivery's error.
+fn no_turn(e: NoTurn, wait: Duration) -> DeliveryError {
+    match e {
+        NoTurn::Busy => DeliveryError::NotReady("a turn is running".into()),
+        NoTurn::Timeout => DeliveryError::Timeout {
+            secs: wait.as_secs(),
+            waiting: "the running turn ended".into(),
+        },
     }
 }

@@ -62,13 +62,7 @@ impl Turns {
     /// `wait`; with `try_only`, not at all. The turn runs from here: the
     /// caller sends its prompt at once.
     pub async fn begin(&self, try_only: bool, wait: Duration) -> Result<TurnGuard<'_>, NoTurn> {
-        let writer = if try_only {
-            self.writer.try_lock().map_err(|_| NoTurn::Busy)?
-        } else {
-            tokio::time::timeout(wait, self.writer.lock())
-                .await
-                .map_err(|_| NoTurn::Timeout)?
-        };
+        let writer = self.writer(try_only, wait).await?;
         *self.lock() = Some(Running {
             sent: unix_millis(),
             first_update: None,
@@ -78,6 +72,26 @@ impl Turns {
             _writer: writer,
             stop_reason: None,
         })
+    }
+
+    /// Waits, as [`Turns::begin`] does, until a turn could begin, and
+    /// begins none: the caller decides then what to prompt.
+    pub async fn ready(&self, try_only: bool, wait: Duration) -> Result<(), NoTurn> {
+        self.writer(try_only, wait).await.map(drop)
+    }
+
+    async fn writer(
+        &self,
+        try_only: bool,
+        wait: Duration,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, NoTurn> {
+        if try_only {
+            self.writer.try_lock().map_err(|_| NoTurn::Busy)
+        } else {
+            tokio::time::timeout(wait, self.writer.lock())
+                .await
+                .map_err(|_| NoTurn::Timeout)
+        }
     }
 
     /// An update of the session came: the first one of a turn shows the

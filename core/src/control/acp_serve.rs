@@ -62,6 +62,8 @@ pub struct AcpServeOptions {
     #[serde(default)]
     pub wait_for_client: bool,
     pub heartbeat_ms: u64,
+    /// The most messages one prompt names (1: one by one).
+    pub batch: usize,
     /// The project's state directory (the transcript is kept there).
     pub state_dir: PathBuf,
     pub store_path: PathBuf,
@@ -173,6 +175,7 @@ pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ende
             agent: opts.agent.clone(),
             provider: opts.provider.clone(),
             heartbeat: Duration::from_millis(opts.heartbeat_ms),
+            batch: opts.batch,
         };
         let mut record = admission.record;
         // Bound to the session it serves: the next start continues it.
@@ -233,6 +236,14 @@ async fn first_turn(
 }
 
 impl Target for AcpHandle {
+    fn ready(
+        &self,
+        options: DeliveryOptions,
+    ) -> impl std::future::Future<Output = Result<(), DeliveryError>> + Send {
+        let handle = self.clone();
+        async move { handle.ready(options).await }
+    }
+
     fn deliver(
         &self,
         text: &str,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::messages::notification;
+use super::messages::Named;
 use super::readable::{self, ScreenReading};
 use super::registration::{effective_status, heartbeat_stale, repair_command, RuntimeKind};
 use super::ControlError;
@@ -327,7 +327,7 @@ fn waiting_messages(
             let cancel = Id::message(&inv.id)
                 .ok()
                 .map(|id| format!("agent-comms message cancel {id}"));
-            if let Err(e) = notification(&inv) {
+            if let Err(e) = Named::new(&inv) {
                 findings.push(Finding {
                     code: "INVALID_MESSAGE",
                     severity: Severity::Error,

@@ -1,17 +1,27 @@
 //! A runtime's inbox: the task beside an interactive supervisor that takes
-//! its agent's messages from the store, in order, and delivers the
-//! notification for each.
+//! its agent's messages from the store, in order, and types a notification
+//! naming them.
 //!
-//! It leases one message at a time (the store refuses a second lease for the
-//! same agent while one is out), delivers, and records the outcome with its
-//! evidence. A nudge wakes it at once; a periodic look catches a message
-//! whose nudge was missed (sent while the runtime was starting). A failed
-//! attempt puts the message back and the inbox waits a little before trying
-//! again, so a program that never echoes is not typed into in a loop; after
-//! [`crate::store::MAX_FAILED_ATTEMPTS`] failures the store gives the
-//! message up (FAILED), so one message never holds its agent's queue for
-//! good. A message whose notification cannot even be composed (an id an
-//! older build stored unchecked) fails at once, with nothing typed.
+//! It waits until a delivery could start (the program idle, nobody typing)
+//! *before* it takes anything from the queue, so the messages that came in
+//! while the agent worked are all there at that moment: it leases up to
+//! [`Inbox::batch`] of them at once (the store refuses a second lease for
+//! the same agent while one is out) and types **one** notification naming
+//! them all — one agent turn for a burst of messages, not one each. Each
+//! message keeps its own attempt; the outcome (and its evidence) is recorded
+//! for all of them in one transaction, so a batch is DELIVERED together or
+//! goes back to the queue together. A crash mid-batch leaves the attempts
+//! in progress until their lease runs out or the runtime restarts, and then
+//! they are delivered again: at least once, never twice at the same time.
+//!
+//! A nudge wakes it at once; a periodic look catches a message whose nudge
+//! was missed (sent while the runtime was starting). A failed attempt puts
+//! the messages back and the inbox waits a little before trying again, so a
+//! program that never echoes is not typed into in a loop; after
+//! [`crate::store::MAX_FAILED_ATTEMPTS`] failures the store gives a message
+//! up (FAILED), so one message never holds its agent's queue for good. A
+//! message whose notification cannot even be composed (an id an older build
+//! stored unchecked) fails at once, and is named in no notification.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -19,16 +29,23 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::messages::notification;
+use super::messages::{notification, Named};
 use crate::delivery::{DeliveryError, DeliveryOptions};
 use crate::socket::protocol::InvocationOutcome;
-use crate::store::{AttemptResult, Evidence, Invocation, InvocationStatus, Store, StoreError};
+use crate::store::{
+    Attempt, AttemptResult, Evidence, Invocation, InvocationStatus, Store, StoreError,
+};
 use crate::supervisor::SessionHandle;
 use crate::time::unix_millis;
 
 /// What an inbox delivers into: a PTY session (typed into its prompt) or
 /// an ACP session (sent as a prompt).
 pub trait Target: Send + Sync + 'static {
+    /// Waits until a delivery could start now; takes nothing.
+    fn ready(
+        &self,
+        options: DeliveryOptions,
+    ) -> impl Future<Output = Result<(), DeliveryError>> + Send;
     fn deliver(
         &self,
         text: &str,
@@ -41,6 +58,13 @@ pub trait Target: Send + Sync + 'static {
 }
 
 impl Target for SessionHandle {
+    fn ready(
+        &self,
+        options: DeliveryOptions,
+    ) -> impl Future<Output = Result<(), DeliveryError>> + Send {
+        SessionHandle::ready(self, options)
+    }
+
     fn deliver(
         &self,
         text: &str,
@@ -58,12 +82,19 @@ impl Target for SessionHandle {
     }
 }
 
-/// How long one delivery may wait for the program to become idle before the
-/// attempt is released and taken again.
+/// How long the inbox waits for the program to become idle before it
+/// tries anyway (and the attempt fails, saying why, if it still is not).
 const DELIVERY_WAIT: Duration = Duration::from_secs(600);
 /// Pause after a failed attempt, doubled up to the limit while failures go on.
 const RETRY_FIRST: Duration = Duration::from_secs(2);
 const RETRY_LIMIT: Duration = Duration::from_secs(60);
+/// Messages one notification names unless the runtime says otherwise
+/// (`--batch`): their ids fit one input line of a wide terminal, and a
+/// longer burst takes a few turns, not one per message.
+pub const DEFAULT_BATCH: usize = 20;
+/// The most one notification may name: its line stays well within the
+/// delivery limit ([`crate::delivery::MAX_TEXT_BYTES`]).
+pub const MAX_BATCH: usize = 100;
 
 pub type SharedStore = Arc<Mutex<Box<dyn Store>>>;
 
@@ -90,6 +121,8 @@ pub struct Inbox<T: Target> {
     /// Lease length: a few heartbeats, which extend it while we live.
     pub lease: Duration,
     pub scan_every: Duration,
+    /// The most messages one notification names (1: one by one).
+    pub batch: usize,
 }
 
 impl<T: Target> Inbox<T> {
@@ -117,10 +150,10 @@ impl<T: Target> Inbox<T> {
         }
     }
 
-    /// Delivers every waiting message, oldest first.
+    /// Delivers every waiting message, oldest first, a batch at a time.
     async fn drain(&self) -> Result<(), Stop> {
         // Another runtime of this agent that died mid-delivery holds its
-        // message until the lease runs out; then it is ours to deliver.
+        // messages until the lease runs out; then they are ours to deliver.
         with_store(&self.store, |s| {
             s.release_attempts(
                 None,
@@ -131,71 +164,114 @@ impl<T: Target> Inbox<T> {
         .await
         .map_err(Stop::Store)?;
         loop {
-            let now = unix_millis();
-            let lease_until = now + self.lease.as_millis() as u64;
-            let (agent, runtime, endpoint) = (
-                self.agent.clone(),
-                self.runtime.clone(),
-                self.endpoint_id.clone(),
-            );
-            let leased = with_store(&self.store, move |s| {
-                s.lease_next(&agent, &runtime, &endpoint, now, lease_until)
-            })
-            .await
-            .map_err(Stop::Store)?;
-            let Some((inv, attempt)) = leased else {
+            // Idle first, lease after: what came in meanwhile joins the batch.
+            let wait = DeliveryOptions {
+                try_only: false,
+                timeout_ms: DELIVERY_WAIT.as_millis() as u64,
+            };
+            let options = match self.session.ready(wait).await {
+                Ok(()) => wait,
+                Err(DeliveryError::Ended) => return Err(Stop::Ended),
+                // Still not ready: the attempt says why, and counts.
+                Err(_) => DeliveryOptions {
+                    try_only: true,
+                    timeout_ms: 0,
+                },
+            };
+            let leased = self.lease().await?;
+            if leased.is_empty() {
                 return Ok(());
-            };
-            let id = attempt.id;
-            let (result, delivered) = self.attempt(&inv).await;
-            let inv_id = inv.id.clone();
-            let now_is = with_store(&self.store, move |s| {
-                s.finish_attempt(id, &result, unix_millis())?;
-                s.invocation(&inv_id)
-            })
-            .await
-            .map_err(Stop::Store)?;
-            let (status, reason) = match now_is {
-                Some(i) => (i.status, i.reason),
-                None => (InvocationStatus::Pending, None),
-            };
-            self.session.announce(InvocationOutcome {
-                id: inv.id.clone(),
-                status: status.to_string(),
-                reason,
-            });
-            match delivered {
-                Some(Ok(_)) | None => {}
+            }
+            match self.attempt(&leased, options).await? {
+                None | Some(Ok(_)) => {}
                 Some(Err(DeliveryError::Ended)) => return Err(Stop::Ended),
                 Some(Err(_)) => return Err(Stop::Failed),
             }
         }
     }
 
-    /// Types `inv`'s notification. A notification that cannot be composed
-    /// (an id an older build stored unchecked) is never typed: the message
-    /// is undeliverable, and no delivery was tried (`None`).
+    async fn lease(&self) -> Result<Vec<(Invocation, Attempt)>, Stop> {
+        let now = unix_millis();
+        let lease_until = now + self.lease.as_millis() as u64;
+        let (agent, runtime, endpoint, limit) = (
+            self.agent.clone(),
+            self.runtime.clone(),
+            self.endpoint_id.clone(),
+            self.batch,
+        );
+        with_store(&self.store, move |s| {
+            s.lease_batch(&agent, &runtime, &endpoint, now, lease_until, limit)
+        })
+        .await
+        .map_err(Stop::Store)
+    }
+
+    /// Types one notification naming the `leased` messages, records how it
+    /// went for each and announces it. A message whose notification cannot
+    /// be composed (an id an older build stored unchecked) is never named:
+    /// it is undeliverable. `None`: nothing was typed.
     async fn attempt(
         &self,
-        inv: &Invocation,
-    ) -> (AttemptResult, Option<Result<Evidence, DeliveryError>>) {
-        let text = match notification(inv) {
-            Ok(text) => text,
-            Err(e) => {
-                let reason = format!("not typed, and it never can be: {e}");
-                return (AttemptResult::Undeliverable(reason), None);
+        leased: &[(Invocation, Attempt)],
+        options: DeliveryOptions,
+    ) -> Result<Option<Result<Evidence, DeliveryError>>, Stop> {
+        let mut named = Vec::new();
+        let mut attempts = Vec::new();
+        for (inv, attempt) in leased {
+            match Named::new(inv) {
+                Ok(n) => {
+                    named.push(n);
+                    attempts.push(attempt.id);
+                }
+                Err(e) => {
+                    let reason = format!("not typed, and it never can be: {e}");
+                    self.finish(&[attempt.id], AttemptResult::Undeliverable(reason))
+                        .await?;
+                    self.announce(&inv.id).await?;
+                }
             }
-        };
-        let options = DeliveryOptions {
-            try_only: false,
-            timeout_ms: DELIVERY_WAIT.as_millis() as u64,
-        };
-        let delivered = self.session.deliver(&text, options).await;
+        }
+        if named.is_empty() {
+            return Ok(None);
+        }
+        let delivered = self.session.deliver(&notification(&named), options).await;
         let result = match &delivered {
             Ok(evidence) => AttemptResult::Delivered(evidence.clone()),
             Err(e) => AttemptResult::Failed(e.to_string()),
         };
-        (result, Some(delivered))
+        self.finish(&attempts, result).await?;
+        for (inv, _) in leased {
+            self.announce(&inv.id).await?;
+        }
+        Ok(Some(delivered))
+    }
+
+    async fn finish(&self, attempts: &[i64], result: AttemptResult) -> Result<(), Stop> {
+        let attempts = attempts.to_vec();
+        with_store(&self.store, move |s| {
+            s.finish_attempts(&attempts, &result, unix_millis())
+        })
+        .await
+        .map(drop)
+        .map_err(Stop::Store)
+    }
+
+    /// Tells the clients waiting on message `id` how it stands now.
+    async fn announce(&self, id: &str) -> Result<(), Stop> {
+        let key = id.to_owned();
+        let now_is = with_store(&self.store, move |s| s.invocation(&key))
+            .await
+            .map_err(Stop::Store)?;
+        let (status, reason) = match now_is {
+            Some(i) => (i.status, i.reason),
+            None => (InvocationStatus::Pending, None),
+        };
+        self.session.announce(InvocationOutcome {
+            id: id.to_owned(),
+            status: status.to_string(),
+            reason,
+        });
+        Ok(())
     }
 }
 

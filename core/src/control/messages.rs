@@ -24,15 +24,61 @@ use crate::time::{iso_from_unix_millis, unix_millis};
 /// Largest body accepted: it lives in the store, not in a terminal.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// The line typed into the recipient's prompt, composed only of validated
-/// ids: a store row an older build wrote unchecked (a sender holding a line
-/// break or an instruction) is refused here, never typed.
-pub fn notification(inv: &Invocation) -> Result<String, IdError> {
-    let id = Id::message(&inv.id)?;
-    let from = Id::agent(&inv.from)?;
-    Ok(format!(
-        "[agent-comms] message {id} from {from}; read it with: agent-comms message show {id}"
-    ))
+/// A message as its notification names it: by validated ids only. A store
+/// row an older build wrote unchecked (a sender holding a line break or an
+/// instruction) is refused here, so it is never typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    id: Id,
+    from: Id,
+}
+
+impl Named {
+    pub fn new(inv: &Invocation) -> Result<Self, IdError> {
+        Ok(Self {
+            id: Id::message(&inv.id)?,
+            from: Id::agent(&inv.from)?,
+        })
+    }
+}
+
+/// Senders named in a batch's notification; more are counted.
+const SENDERS_NAMED: usize = 3;
+
+/// The line typed into the recipient's prompt: one line naming the messages
+/// (oldest first) and the one command that shows them all. One message:
+/// `[agent-comms] message inv_… from alice; read it with: agent-comms
+/// message show inv_…`; several: `[agent-comms] 3 messages from alice,
+/// carol; read them with: agent-comms message show inv_… inv_… inv_…`.
+pub fn notification(batch: &[Named]) -> String {
+    let ids: Vec<&str> = batch.iter().map(|m| m.id.as_str()).collect();
+    let ids = ids.join(" ");
+    match batch {
+        [one] => format!(
+            "[agent-comms] message {} from {}; read it with: agent-comms message show {ids}",
+            one.id, one.from
+        ),
+        _ => {
+            let mut senders: Vec<&str> = Vec::new();
+            for m in batch {
+                if !senders.contains(&m.from.as_str()) {
+                    senders.push(m.from.as_str());
+                }
+            }
+            let from = match senders.len() {
+                n if n > SENDERS_NAMED => format!(
+                    "{} and {} others",
+                    senders[..SENDERS_NAMED].join(", "),
+                    n - SENDERS_NAMED
+                ),
+                _ => senders.join(", "),
+            };
+            format!(
+                "[agent-comms] {} messages from {from}; read them with: agent-comms message show {ids}",
+                batch.len()
+            )
+        }
+    }
 }
 
 /// What became of a `send`.
@@ -312,4 +358,60 @@ pub fn show(store: &dyn Store, id: &Id) -> Result<InvocationView, ControlError> 
         .invocation(id)?
         .ok_or_else(|| ControlError::UnknownInvocation(id.to_owned()))?;
     Ok(InvocationView::full(&inv, &store.attempts(id)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(id: &str, from: &str) -> Named {
+        Named {
+            id: Id::message(id).unwrap(),
+            from: Id::agent(from).unwrap(),
+        }
+    }
+
+    #[test]
+    fn one_message_is_named_as_before() {
+        assert_eq!(
+            notification(&[named("inv_0123456789ab", "alice")]),
+            "[agent-comms] message inv_0123456789ab from alice; read it with: agent-comms message show inv_0123456789ab"
+        );
+    }
+
+    #[test]
+    fn a_batch_names_every_message_in_order_and_its_senders_once() {
+        let batch = [
+            named("inv_000000000001", "alice"),
+            named("inv_000000000002", "carol"),
+            named("inv_000000000003", "alice"),
+        ];
+        assert_eq!(
+            notification(&batch),
+            "[agent-comms] 3 messages from alice, carol; read them with: agent-comms message show inv_000000000001 inv_000000000002 inv_000000000003"
+        );
+    }
+
+    #[test]
+    fn many_senders_are_counted_past_the_first_three() {
+        let batch: Vec<Named> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .enumerate()
+            .map(|(i, from)| named(&format!("inv_00000000000{i}"), from))
+            .collect();
+        let text = notification(&batch);
+        assert!(
+            text.starts_with("[agent-comms] 5 messages from a, b, c and 2 others;"),
+            "{text}"
+        );
+        crate::delivery::validate(&text).unwrap();
+    }
+
+    #[test]
+    fn the_largest_batch_is_a_valid_delivery() {
+        let batch: Vec<Named> = (0..crate::control::MAX_BATCH)
+            .map(|i| named(&format!("inv_{i:012x}"), &format!("agent-{i}")))
+            .collect();
+        crate::delivery::validate(&notification(&batch)).unwrap();
+    }
 }

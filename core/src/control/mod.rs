@@ -28,6 +28,8 @@ pub mod registration;
 pub mod serve;
 pub mod start;
 
+pub use inbox::{DEFAULT_BATCH, MAX_BATCH};
+
 use std::path::PathBuf;
 
 use crate::store::{SqliteStore, StoreError};

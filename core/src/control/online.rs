@@ -25,6 +25,8 @@ pub(super) struct Online {
     /// The adapter's name.
     pub provider: Option<String>,
     pub heartbeat: Duration,
+    /// The most messages one notification names.
+    pub batch: usize,
 }
 
 impl Online {
@@ -73,6 +75,7 @@ impl Online {
                 endpoint_id: self.endpoint_id,
                 lease,
                 scan_every: self.heartbeat,
+                batch: self.batch,
             }
             .run(),
         );

@@ -46,6 +46,8 @@ pub struct ServeOptions {
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub heartbeat: Duration,
+    /// The most messages one notification names (1: one by one).
+    pub batch: usize,
     pub keyboard_quiet: Duration,
     pub record: Option<PathBuf>,
     /// The adapter's conversation knowledge (takeover, pinning, the guard).
@@ -96,6 +98,7 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
             agent: opts.agent.clone(),
             provider: opts.adapter.as_ref().map(|e| e.profile.name.clone()),
             heartbeat: opts.heartbeat,
+            batch: opts.batch,
         },
         record,
         discovery: opts

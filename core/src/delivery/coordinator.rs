@@ -128,6 +128,26 @@ impl DeliveryCoordinator {
         result
     }
 
+    /// Waits until a delivery could start now: earlier deliveries done, the
+    /// program idle, nobody typing, the input line empty. Nothing is taken
+    /// (neither the turn nor the keyboard), so a caller can decide what to
+    /// type at the moment it can be typed — an inbox names every message
+    /// waiting by then — and then deliver it, which checks all this again.
+    pub async fn ready(
+        &self,
+        term: &dyn Terminal,
+        opts: DeliveryOptions,
+    ) -> Result<(), DeliveryError> {
+        let deadline = Instant::now() + Duration::from_millis(opts.timeout_ms);
+        if !opts.try_only {
+            let wait = tokio::time::Instant::from_std(deadline);
+            let _earlier_done = tokio::time::timeout_at(wait, self.turns.lock())
+                .await
+                .map_err(|_| timeout(opts, "earlier deliveries finished"))?;
+        }
+        self.wait_unblocked(term, deadline, opts).await
+    }
+
     /// Waits until the program is idle, nobody is typing and the input line
     /// is empty; returns with the keyboard held, so that stays true.
     async fn wait_ready<'t>(
@@ -137,30 +157,55 @@ impl DeliveryCoordinator {
         opts: DeliveryOptions,
     ) -> Result<KeyboardHold<'t>, DeliveryError> {
         loop {
+            self.wait_unblocked(term, deadline, opts).await?;
+            // Hold the keyboard, then look again: a key that arrived in
+            // between is now either on the screen or counted as recent.
+            let hold = KeyboardHold::new(term);
+            if self.blocker(&term.observe()).is_none() {
+                return Ok(hold);
+            }
+            drop(hold);
+            self.wait_or_give_up(deadline, opts, "a person typed just now")
+                .await?;
+        }
+    }
+
+    /// Waits until nothing blocks a delivery (see [`Self::blocker`]).
+    async fn wait_unblocked(
+        &self,
+        term: &dyn Terminal,
+        deadline: Instant,
+        opts: DeliveryOptions,
+    ) -> Result<(), DeliveryError> {
+        loop {
             if term.ended() {
                 return Err(DeliveryError::Ended);
             }
             let seen = term.observe();
-            let blocker = self.blocker(&seen);
-            tracing::debug!(?blocker, ?seen.activity, ?seen.input, "delivery waits");
-            if blocker.is_none() {
-                // Hold the keyboard, then look again: a key that arrived in
-                // between is now either on the screen or counted as recent.
-                let hold = KeyboardHold::new(term);
-                match self.blocker(&term.observe()) {
-                    None => return Ok(hold),
-                    Some(_) => drop(hold),
-                }
-            }
-            let why = blocker.unwrap_or("a person typed just now");
-            if opts.try_only {
-                return Err(DeliveryError::NotReady(why.to_owned()));
-            }
-            if Instant::now() >= deadline {
-                return Err(self.not_ready_in_time(opts, why));
-            }
-            self.settle(deadline).await;
+            let Some(why) = self.blocker(&seen) else {
+                return Ok(());
+            };
+            tracing::debug!(why, ?seen.activity, ?seen.input, "delivery waits");
+            self.wait_or_give_up(deadline, opts, why).await?;
         }
+    }
+
+    /// One wait for `why` to pass, or the error of a wait that may not go
+    /// on (`--try`, or the deadline passed).
+    async fn wait_or_give_up(
+        &self,
+        deadline: Instant,
+        opts: DeliveryOptions,
+        why: &str,
+    ) -> Result<(), DeliveryError> {
+        if opts.try_only {
+            return Err(DeliveryError::NotReady(why.to_owned()));
+        }
+        if Instant::now() >= deadline {
+            return Err(self.not_ready_in_time(opts, why));
+        }
+        self.settle(deadline).await;
+        Ok(())
     }
 
     /// Why delivery must wait now, if it must.

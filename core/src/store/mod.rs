@@ -9,8 +9,9 @@
 //! transaction in `<project>/.agent-comms/state.db` (WAL, so readers never
 //! block the writer and a crash loses at most the transaction in flight).
 //!
-//! Delivery is leased, not owned: [`Store::lease_next`] hands one invocation
-//! to a runtime's endpoint together with an attempt whose lease the endpoint's
+//! Delivery is leased, not owned: [`Store::lease_batch`] hands the oldest
+//! waiting invocations of an agent (one, or a batch one notification names)
+//! to a runtime's endpoint, each with an attempt whose lease the endpoint's
 //! heartbeat keeps extending. If the process dies, the lease runs out and
 //! [`Store::release_attempts`] puts the invocation back in the queue, so a
 //! crash delays a message but never loses it or delivers it twice
@@ -352,8 +353,20 @@ pub trait Store: Send {
         now: u64,
     ) -> Result<bool, StoreError>;
     /// One transaction (BEGIN IMMEDIATE): if no invocation addressed to `agent` is DELIVERING,
-    /// take the oldest PENDING one (lowest seq), mark it DELIVERING (attempts += 1) and insert an
-    /// IN_PROGRESS attempt for (runtime, endpoint_id, started=now, lease_until). FIFO and one at a time.
+    /// take the oldest `limit` PENDING ones (lowest seq first), mark each DELIVERING
+    /// (attempts += 1) and insert an IN_PROGRESS attempt for each (runtime, endpoint_id,
+    /// started=now, lease_until). FIFO, and one batch per agent at a time: a second lease gets
+    /// nothing until every message of the first is finished or released.
+    fn lease_batch(
+        &self,
+        agent: &str,
+        runtime: &str,
+        endpoint_id: &str,
+        now: u64,
+        lease_until: u64,
+        limit: usize,
+    ) -> Result<Vec<(Invocation, Attempt)>, StoreError>;
+    /// [`Store::lease_batch`] of one.
     fn lease_next(
         &self,
         agent: &str,
@@ -361,19 +374,35 @@ pub trait Store: Send {
         endpoint_id: &str,
         now: u64,
         lease_until: u64,
-    ) -> Result<Option<(Invocation, Attempt)>, StoreError>;
-    /// Ends an IN_PROGRESS attempt. Delivered(evidence): attempt DELIVERED with evidence, invocation
-    /// DELIVERED, delivered = evidence.submitted, reason cleared. Failed(reason): attempt FAILED, invocation
-    /// back to PENDING with reason — or, when the invocation now has [`MAX_FAILED_ATTEMPTS`] FAILED
-    /// attempts, FAILED with "gave up after N failed attempts; the last: reason" (either only if it is
-    /// still DELIVERING). Undeliverable(reason): attempt FAILED, invocation FAILED with reason (only if
-    /// still DELIVERING). Returns false (and changes nothing) if the attempt is no longer IN_PROGRESS.
+    ) -> Result<Option<(Invocation, Attempt)>, StoreError> {
+        let mut one = self.lease_batch(agent, runtime, endpoint_id, now, lease_until, 1)?;
+        Ok(one.pop())
+    }
+    /// Ends IN_PROGRESS attempts, all in one transaction, so a batch delivered by one
+    /// notification is DELIVERED together or not at all. For each: Delivered(evidence): attempt
+    /// DELIVERED with evidence, invocation DELIVERED, delivered = evidence.submitted, reason
+    /// cleared. Failed(reason): attempt FAILED, invocation back to PENDING with reason — or, when
+    /// the invocation now has [`MAX_FAILED_ATTEMPTS`] FAILED attempts, FAILED with "gave up after
+    /// N failed attempts; the last: reason" (either only if it is still DELIVERING).
+    /// Undeliverable(reason): attempt FAILED, invocation FAILED with reason (only if still
+    /// DELIVERING). An attempt no longer IN_PROGRESS is left as it is. Returns how many were
+    /// finished.
+    fn finish_attempts(
+        &self,
+        attempts: &[i64],
+        result: &AttemptResult,
+        now: u64,
+    ) -> Result<usize, StoreError>;
+    /// [`Store::finish_attempts`] of one: false (and nothing changed) if it is no longer
+    /// IN_PROGRESS.
     fn finish_attempt(
         &self,
         attempt: i64,
         result: &AttemptResult,
         now: u64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        Ok(self.finish_attempts(&[attempt], result, now)? == 1)
+    }
     /// Every IN_PROGRESS attempt whose lease_until < now and, if `runtime` is Some, also every
     /// IN_PROGRESS attempt of that runtime regardless of lease: attempt ABANDONED with `reason`
     /// and finished = now, its invocation back to PENDING with reason (if still DELIVERING).

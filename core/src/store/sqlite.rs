@@ -261,6 +261,79 @@ fn attempt_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
     })
 }
 
+/// [`Store::finish_attempts`] for one attempt, inside its transaction;
+/// false if the attempt is no longer IN_PROGRESS.
+fn finish_one(
+    tx: &Transaction<'_>,
+    attempt: i64,
+    result: &AttemptResult,
+    now: u64,
+) -> Result<bool, StoreError> {
+    let invocation: Option<String> = tx
+        .query_row(
+            "SELECT invocation FROM attempts WHERE id = ?1 AND outcome = 'IN_PROGRESS'",
+            [attempt],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(invocation) = invocation else {
+        return Ok(false);
+    };
+    match result {
+        AttemptResult::Delivered(ev) => {
+            tx.execute(
+                "UPDATE attempts SET outcome = 'DELIVERED', finished = ?2, reason = NULL, \
+                   ev_echoed = ?3, ev_entered = ?4, ev_submitted = ?5, \
+                   ev_enter_presses = ?6, ev_style = ?7, ev_stop_reason = ?8 \
+                 WHERE id = ?1",
+                params![
+                    attempt,
+                    now,
+                    ev.echoed,
+                    ev.entered,
+                    ev.submitted,
+                    ev.enter_presses,
+                    ev.style,
+                    ev.stop_reason
+                ],
+            )?;
+            tx.execute(
+                "UPDATE invocations SET status = 'DELIVERED', delivered = ?2, reason = NULL \
+                 WHERE id = ?1",
+                params![invocation, ev.submitted],
+            )?;
+        }
+        AttemptResult::Failed(reason) | AttemptResult::Undeliverable(reason) => {
+            tx.execute(
+                "UPDATE attempts SET outcome = 'FAILED', finished = ?2, reason = ?3 \
+                 WHERE id = ?1",
+                params![attempt, now, reason],
+            )?;
+            let failed: u32 = tx.query_row(
+                "SELECT count(*) FROM attempts WHERE invocation = ?1 AND outcome = 'FAILED'",
+                [&invocation],
+                |r| r.get(0),
+            )?;
+            let (status, reason) = match result {
+                AttemptResult::Failed(_) if failed < MAX_FAILED_ATTEMPTS => {
+                    (InvocationStatus::Pending, reason.clone())
+                }
+                AttemptResult::Failed(_) => (
+                    InvocationStatus::Failed,
+                    format!("gave up after {failed} failed attempts; the last: {reason}"),
+                ),
+                _ => (InvocationStatus::Failed, reason.clone()),
+            };
+            tx.execute(
+                "UPDATE invocations SET status = ?2, reason = ?3 \
+                 WHERE id = ?1 AND status = 'DELIVERING'",
+                params![invocation, status, reason],
+            )?;
+        }
+    }
+    Ok(true)
+}
+
 fn query_all<T>(
     conn: &Connection,
     sql: &str,
@@ -468,14 +541,15 @@ impl Store for SqliteStore {
         Ok(changed > 0)
     }
 
-    fn lease_next(
+    fn lease_batch(
         &self,
         agent: &str,
         runtime: &str,
         endpoint_id: &str,
         now: u64,
         lease_until: u64,
-    ) -> Result<Option<(Invocation, Attempt)>, StoreError> {
+        limit: usize,
+    ) -> Result<Vec<(Invocation, Attempt)>, StoreError> {
         let tx = self.write_tx()?;
         let busy = tx
             .query_row(
@@ -486,105 +560,52 @@ impl Store for SqliteStore {
             .optional()?
             .is_some();
         if busy {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let sql = format!(
             "SELECT {INVOCATION_COLS} FROM invocations \
-             WHERE to_agent = ?1 AND status = 'PENDING' ORDER BY seq LIMIT 1"
+             WHERE to_agent = ?1 AND status = 'PENDING' ORDER BY seq LIMIT ?2"
         );
-        let Some(mut inv) = tx.query_row(&sql, [agent], invocation_row).optional()? else {
-            return Ok(None);
-        };
-        tx.execute(
-            "UPDATE invocations SET status = 'DELIVERING', attempts = attempts + 1 WHERE seq = ?1",
-            [inv.seq],
-        )?;
-        inv.status = InvocationStatus::Delivering;
-        inv.attempts += 1;
-        let sql = format!(
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let pending = query_all(&tx, &sql, params![agent, limit], invocation_row)?;
+        let insert = format!(
             "INSERT INTO attempts (invocation, runtime, endpoint_id, started, lease_until, outcome) \
              VALUES (?1, ?2, ?3, ?4, ?5, 'IN_PROGRESS') RETURNING {ATTEMPT_COLS}"
         );
-        let attempt = tx.query_row(
-            &sql,
-            params![inv.id, runtime, endpoint_id, now, lease_until],
-            attempt_row,
-        )?;
+        let mut leased = Vec::with_capacity(pending.len());
+        for mut inv in pending {
+            tx.execute(
+                "UPDATE invocations SET status = 'DELIVERING', attempts = attempts + 1 WHERE seq = ?1",
+                [inv.seq],
+            )?;
+            inv.status = InvocationStatus::Delivering;
+            inv.attempts += 1;
+            let attempt = tx.query_row(
+                &insert,
+                params![inv.id, runtime, endpoint_id, now, lease_until],
+                attempt_row,
+            )?;
+            leased.push((inv, attempt));
+        }
         tx.commit()?;
-        Ok(Some((inv, attempt)))
+        Ok(leased)
     }
 
-    fn finish_attempt(
+    fn finish_attempts(
         &self,
-        attempt: i64,
+        attempts: &[i64],
         result: &AttemptResult,
         now: u64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<usize, StoreError> {
         let tx = self.write_tx()?;
-        let invocation: Option<String> = tx
-            .query_row(
-                "SELECT invocation FROM attempts WHERE id = ?1 AND outcome = 'IN_PROGRESS'",
-                [attempt],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(invocation) = invocation else {
-            return Ok(false);
-        };
-        match result {
-            AttemptResult::Delivered(ev) => {
-                tx.execute(
-                    "UPDATE attempts SET outcome = 'DELIVERED', finished = ?2, reason = NULL, \
-                       ev_echoed = ?3, ev_entered = ?4, ev_submitted = ?5, \
-                       ev_enter_presses = ?6, ev_style = ?7, ev_stop_reason = ?8 \
-                     WHERE id = ?1",
-                    params![
-                        attempt,
-                        now,
-                        ev.echoed,
-                        ev.entered,
-                        ev.submitted,
-                        ev.enter_presses,
-                        ev.style,
-                        ev.stop_reason
-                    ],
-                )?;
-                tx.execute(
-                    "UPDATE invocations SET status = 'DELIVERED', delivered = ?2, reason = NULL \
-                     WHERE id = ?1",
-                    params![invocation, ev.submitted],
-                )?;
-            }
-            AttemptResult::Failed(reason) | AttemptResult::Undeliverable(reason) => {
-                tx.execute(
-                    "UPDATE attempts SET outcome = 'FAILED', finished = ?2, reason = ?3 \
-                     WHERE id = ?1",
-                    params![attempt, now, reason],
-                )?;
-                let failed: u32 = tx.query_row(
-                    "SELECT count(*) FROM attempts WHERE invocation = ?1 AND outcome = 'FAILED'",
-                    [&invocation],
-                    |r| r.get(0),
-                )?;
-                let (status, reason) = match result {
-                    AttemptResult::Failed(_) if failed < MAX_FAILED_ATTEMPTS => {
-                        (InvocationStatus::Pending, reason.clone())
-                    }
-                    AttemptResult::Failed(_) => (
-                        InvocationStatus::Failed,
-                        format!("gave up after {failed} failed attempts; the last: {reason}"),
-                    ),
-                    _ => (InvocationStatus::Failed, reason.clone()),
-                };
-                tx.execute(
-                    "UPDATE invocations SET status = ?2, reason = ?3 \
-                     WHERE id = ?1 AND status = 'DELIVERING'",
-                    params![invocation, status, reason],
-                )?;
+        let mut finished = 0;
+        for &attempt in attempts {
+            if finish_one(&tx, attempt, result, now)? {
+                finished += 1;
             }
         }
         tx.commit()?;
-        Ok(true)
+        Ok(finished)
     }
 
     fn release_attempts(
@@ -1090,6 +1111,54 @@ mod tests {
         assert_eq!(cancelled.reason.as_deref(), Some("cancelled by carol"));
         assert!(!s.fail_waiting("inv_000000000000", "cancelled").unwrap());
         assert_eq!(s.lease_next("bob", "rt", "ep", 30, 100).unwrap(), None);
+    }
+
+    /// A batch: the oldest `limit` pending, each with its own attempt; no
+    /// second lease while any is out; finished together; released together.
+    #[test]
+    fn a_batch_is_leased_finished_and_released_together() {
+        let (_d, s) = store();
+        let sent: Vec<Invocation> = (0..5).map(|i| send(&s, "bob", "m", i)).collect();
+        let batch = s.lease_batch("bob", "rt", "ep", 10, 100, 3).unwrap();
+        let ids: Vec<&str> = batch.iter().map(|(inv, _)| inv.id.as_str()).collect();
+        let oldest: Vec<&str> = sent[..3].iter().map(|inv| inv.id.as_str()).collect();
+        assert_eq!(ids, oldest);
+        let attempts: Vec<i64> = batch.iter().map(|(_, a)| a.id).collect();
+        let mut distinct = attempts.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3);
+        assert!(s
+            .lease_batch("bob", "rt", "ep", 11, 100, 3)
+            .unwrap()
+            .is_empty());
+
+        // Two of them finished: the third (already gone) is left alone.
+        assert!(s
+            .finish_attempt(attempts[2], &AttemptResult::Failed("x".into()), 15)
+            .unwrap());
+        let done = s
+            .finish_attempts(&attempts, &AttemptResult::Delivered(evidence(50)), 60)
+            .unwrap();
+        assert_eq!(done, 2);
+        for inv in &sent[..2] {
+            let now = s.invocation(&inv.id).unwrap().unwrap();
+            assert_eq!(
+                (now.status, now.delivered),
+                (InvocationStatus::Delivered, Some(50))
+            );
+        }
+
+        // The next batch holds what is left, oldest first; a restart puts
+        // all of it back.
+        let again = s.lease_batch("bob", "rt", "ep", 70, 100, 10).unwrap();
+        let ids: Vec<&str> = again.iter().map(|(inv, _)| inv.id.as_str()).collect();
+        assert_eq!(ids, [&sent[2].id, &sent[3].id, &sent[4].id]);
+        let released = s.release_attempts(Some("rt"), 80, "restarted").unwrap();
+        assert_eq!(released.len(), 3);
+        for inv in &sent[2..] {
+            let now = s.invocation(&inv.id).unwrap().unwrap();
+            assert_eq!(now.status, InvocationStatus::Pending);
+        }
     }
 
     #[test]

@@ -37,6 +37,20 @@ impl SessionHandle {
         }
     }
 
+    /// Waits until a delivery could start now (see
+    /// [`crate::delivery::DeliveryCoordinator::ready`]).
+    pub async fn ready(&self, options: DeliveryOptions) -> Result<(), DeliveryError> {
+        if self.shared.lock().cells.is_some() {
+            return Err(DeliveryError::RunsCells);
+        }
+        let coordinator = self.shared.delivery.clone();
+        let mut exit = self.shared.exit.clone();
+        tokio::select! {
+            result = coordinator.ready(&self.shared, options) => result,
+            _ = exit.wait_for(Option::is_some) => Err(DeliveryError::Ended),
+        }
+    }
+
     /// Notified when a client says new messages wait (`send`, `redeliver`).
     pub fn nudges(&self) -> Arc<Notify> {
         self.shared.inbox.nudge.clone()
