@@ -644,6 +644,36 @@ fn batch_1_delivers_one_message_per_notification() {
     );
 }
 
+/// opencode draws a turn late (nothing busy for up to 0.85 s after the
+/// Enter): a delivery right behind another waits for the turn to show, and
+/// then for its end, instead of typing into a screen that only looks idle.
+#[test]
+fn a_delivery_waits_for_a_turn_drawn_late() {
+    let env = TestEnv::new();
+    let served = Served::start(
+        &env,
+        "bob",
+        "opencode",
+        &[
+            ("FAKE_OPENCODE_DRAW_DELAY_MS", "800"),
+            ("FAKE_BUSY_MS", "1200"),
+        ],
+        &[],
+    );
+    deliver(&env, "bob", "first");
+    deliver(&env, "bob", "second");
+    let submits = served.submits();
+    let texts: Vec<&str> = submits
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["first", "second"]);
+    assert!(
+        submits.iter().all(|s| s["while_busy"] == false),
+        "{submits:#?}"
+    );
+}
+
 /// Ten messages sent while the agent works cost it one turn: nothing is
 /// taken from the queue while it is busy, and once it is idle one
 /// notification names all ten, oldest first. Each message has its own

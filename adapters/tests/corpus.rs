@@ -23,6 +23,15 @@ use agent_comms_core::screen::ScreenModel;
 
 /// After the stream's last piece, the program must read idle by then.
 const SETTLED: f64 = 1.5;
+/// How long after the Enter a program may take to draw that it took it:
+/// opencode drew nothing busy for 0.45 s after one Enter and 0.85 s after
+/// another (tests/corpus), its screen idle meanwhile. A delivery right
+/// behind the first must not take that for idle: opencode's profile says
+/// `shows_busy_within_ms`, and the coordinator waits for busy that long.
+const TAKEN: f64 = 1.0;
+/// The last part of a stream, where the recording's clock and the mock's
+/// may disagree on which side of the reply's end a frame falls.
+const STREAM_END: f64 = 0.3;
 
 struct Event {
     at: f64,
@@ -131,6 +140,18 @@ fn checkpoints(cast: &Cast) -> Vec<Checkpoint> {
             },
             None => at + think + slow,
         };
+        // Busy all through the reply, checked at every frame — with an
+        // authoritative idle (no debounce) a frame read idle mid-turn would
+        // let a delivery in.
+        let frames = cast
+            .events
+            .iter()
+            .filter(|e| e.kind == "o" && e.at > at + TAKEN && e.at < done - STREAM_END);
+        out.extend(frames.map(|e| Checkpoint {
+            at: e.at,
+            expect: Activity::Busy,
+            why: format!("a frame of the reply to {prompt:?}"),
+        }));
         out.push(Checkpoint {
             at: done - slow / 2.0,
             expect: Activity::Busy,

@@ -125,6 +125,7 @@ class Knobs:
     codex_working_ms: int | None
     codex_sign_in: bool
     ignore_term: bool
+    opencode_draw_delay_ms: int
 
     @classmethod
     def from_env(cls, env: dict) -> "Knobs":
@@ -140,6 +141,7 @@ class Knobs:
             codex_working_ms=_int(env, "FAKE_CODEX_WORKING_MS", None),
             codex_sign_in=_flag(env, "FAKE_CODEX_SIGN_IN"),
             ignore_term=_flag(env, "FAKE_IGNORE_TERM"),
+            opencode_draw_delay_ms=_int(env, "FAKE_OPENCODE_DRAW_DELAY_MS", 0),
         )
 
 
@@ -1520,7 +1522,10 @@ class OpenCodeFake(FakeProvider):
         while busy, the working directory when idle (opencode.toml: busy
         "esc interrupt", idle '^\\s*[/~]' in the last row).  The idle row's
         key hint ends two columns before the right edge, as recorded."""
-        if self.is_busy():
+        # Reproduces: opencode draws a turn late — nothing busy for up to
+        # 0.85 s after the Enter in tests/corpus — while the turn has begun.
+        late = self.turn is not None and now - self.turn.start < self.knobs.opencode_draw_delay_ms
+        if self.is_busy() and not late:
             frame = self.SQUARES[int(now // ANIMATION_MS) % len(self.SQUARES)]
             return f"   {frame}  esc interrupt"
         left, right = f"   {self.cwd}", "ctrl+p commands"

@@ -5,7 +5,10 @@
 //! says idle. A kind of signal that says nothing at all — an OSC state a
 //! provider version never sends, a title it never sets — does not hold idle
 //! back. The debounce makes busy immediate and idle patient: a TUI that
-//! blinks idle for a frame between two busy ones is still busy.
+//! blinks idle for a frame between two busy ones is still busy — unless
+//! the idle comes from a rule the profile marks `authoritative`, the
+//! program's own word that its turn ended (Codex's OSC 7501 `state=done`),
+//! which is taken at once: a screen can blink, that signal does not.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +24,7 @@ struct CompiledRule {
     region: Option<Region>,
     osc_prefix: Option<Vec<u8>>,
     invert: bool,
+    authoritative: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -81,6 +85,16 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// Whether an authoritative idle rule applies to `view`: with
+    /// [`Rules::classify`] idle, the idle needs no debounce.
+    pub fn idle_is_authoritative(&self, view: &ScreenView<'_>) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.authoritative && r.state == Activity::Idle && r.matches(view))
+    }
+}
+
 fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
     let mut out = Vec::new();
     let mut add = |kind, pattern: &Option<toml::Spanned<String>>| -> Result<(), regex::Error> {
@@ -92,6 +106,7 @@ fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
                 region: rule.region,
                 osc_prefix: rule.osc_prefix.as_ref().map(|p| p.as_bytes().to_vec()),
                 invert: rule.invert,
+                authoritative: rule.authoritative,
             });
         }
         Ok(())
@@ -178,12 +193,18 @@ impl BusyDetector {
         }
     }
 
-    /// Feeds one raw classification made at `now`; returns the debounced one.
-    pub fn observe(&mut self, now: Instant, raw: Activity) -> Activity {
+    /// Feeds one raw classification made at `now`; returns the debounced
+    /// one. `authoritative`: the idle is the program's own word (see
+    /// [`Rules::idle_is_authoritative`]), taken without the debounce.
+    pub fn observe(&mut self, now: Instant, raw: Activity, authoritative: bool) -> Activity {
         match raw {
             Activity::Busy => {
                 self.last_busy = Some(now);
                 Activity::Busy
+            }
+            Activity::Idle if authoritative => {
+                self.last_busy = None;
+                Activity::Idle
             }
             other => match self.last_busy {
                 Some(t) if now.duration_since(t) < self.debounce => Activity::Busy,
@@ -287,14 +308,69 @@ mod tests {
     fn debounce_makes_busy_immediate_and_idle_patient() {
         let mut d = BusyDetector::new(Duration::from_millis(300));
         let t0 = Instant::now();
-        assert_eq!(d.observe(t0, Activity::Busy), Activity::Busy);
+        assert_eq!(d.observe(t0, Activity::Busy, false), Activity::Busy);
         assert_eq!(
-            d.observe(t0 + Duration::from_millis(100), Activity::Idle),
+            d.observe(t0 + Duration::from_millis(100), Activity::Idle, false),
             Activity::Busy
         );
         assert_eq!(
-            d.observe(t0 + Duration::from_millis(300), Activity::Idle),
+            d.observe(t0 + Duration::from_millis(300), Activity::Idle, false),
             Activity::Idle
+        );
+    }
+
+    #[test]
+    fn an_authoritative_idle_needs_no_debounce_and_busy_still_wins() {
+        let r = rules(
+            "[detect]
+debounce_ms = 400
+[[detect.rules]]
+state = \"busy\"
+osc = \"state=working\"
+osc_prefix = \"7501;\"
+\
+             [[detect.rules]]
+state = \"idle\"
+osc = \"state=(done|idle)\"
+osc_prefix = \"7501;\"
+authoritative = true
+\
+             [[detect.rules]]
+state = \"busy\"
+title = \"^[\\u2801-\\u28ff]\"
+\
+             [[detect.rules]]
+state = \"idle\"
+screen = \"^› \"
+",
+        );
+        let lines = vec!["› Ask Codex to do anything".to_owned()];
+        let working = vec![b"7501;state=working:app=codex".to_vec()];
+        let done = vec![b"7501;state=done:app=codex".to_vec()];
+        assert!(r.idle_is_authoritative(&view(&lines, "", &done)));
+        assert!(!r.idle_is_authoritative(&view(&lines, "", &working)));
+        // The composer alone says idle, but not authoritatively.
+        assert!(!r.idle_is_authoritative(&view(&lines, "", &[])));
+
+        let mut d = BusyDetector::new(r.debounce());
+        let t0 = Instant::now();
+        assert_eq!(d.observe(t0, Activity::Busy, false), Activity::Busy);
+        let soon = t0 + Duration::from_millis(10);
+        assert_eq!(d.observe(soon, Activity::Idle, false), Activity::Busy);
+        assert_eq!(d.observe(soon, Activity::Idle, true), Activity::Idle);
+        // A spinner still in the title keeps it busy: busy wins.
+        let spinning = view(&lines, "⠙ fake", &done);
+        assert_eq!(r.classify(&spinning), Activity::Busy);
+    }
+
+    #[test]
+    fn only_an_idle_rule_can_be_authoritative() {
+        let text = "schema = 1\nname = \"t\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"t\"]\n\
+                    [detect]\n[[detect.rules]]\nstate = \"busy\"\nosc = \"x\"\nauthoritative = true\n";
+        let e = Profile::parse("t.toml", text).unwrap_err().to_string();
+        assert!(
+            e.contains("t.toml:10:1:") && e.contains("only an idle rule can be authoritative"),
+            "{e}"
         );
     }
 }

@@ -104,7 +104,13 @@ impl ActivityMonitor {
     /// Classifies `view` as seen at `now`.
     pub fn observe(&mut self, view: &ScreenView<'_>, now: Instant) -> ActivityReport {
         let (raw, by) = self.classify(view);
-        let activity = self.detector.observe(now, raw);
+        let authoritative = raw == Activity::Idle
+            && by == Classifier::Rules
+            && self
+                .rules
+                .as_ref()
+                .is_some_and(|r| r.idle_is_authoritative(view));
+        let activity = self.detector.observe(now, raw, authoritative);
         let unknown_for_ms = match activity {
             Activity::Unknown => {
                 let since = *self.unknown_since.get_or_insert(now);

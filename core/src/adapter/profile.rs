@@ -88,6 +88,12 @@ pub struct Detect {
     /// Idle is reported only after this long without a busy signal.
     #[serde(default = "default_debounce")]
     pub debounce_ms: u64,
+    /// After a submission, how long the program may draw nothing busy yet
+    /// (opencode: up to 0.85 s in the recordings): until it shows busy, or
+    /// this long, the next delivery waits instead of taking the screen for
+    /// idle. 0: it shows busy at once.
+    #[serde(default)]
+    pub shows_busy_within_ms: u64,
     pub rules: Vec<Rule>,
 }
 
@@ -121,6 +127,12 @@ pub struct Rule {
     /// The rule applies when its pattern does *not* match.
     #[serde(default)]
     pub invert: bool,
+    /// The program's own exact word on its state (Codex's OSC 7501
+    /// `state=done`), not a reading of what it draws: idle by such a rule,
+    /// with no other rule saying busy, is taken at once instead of after
+    /// the debounce. Only idle rules can be (busy is immediate anyway).
+    #[serde(default)]
+    pub authoritative: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -658,6 +670,14 @@ fn validate_rules(rules: &[Rule], source: &Source<'_>) -> Result<(), ProfileErro
             return Err(source.error(
                 source.text.find("[[detect.rules]]").unwrap_or(0),
                 format!("detect.rules[{i}]: give one of screen, title, osc or process"),
+            ));
+        }
+        if rule.authoritative && rule.state == RuleState::Busy {
+            return Err(source.error(
+                source.text.find("authoritative").unwrap_or(0),
+                format!(
+                    "detect.rules[{i}].authoritative: only an idle rule can be authoritative (busy is taken at once anyway); remove it or make the rule's state \"idle\""
+                ),
             ));
         }
     }

@@ -69,6 +69,9 @@ pub struct Observation {
 #[derive(Debug, Clone)]
 pub struct DeliveryStyle {
     pub input: Input,
+    /// After a submission, how long the program may show nothing busy yet
+    /// (the profile's `shows_busy_within_ms`).
+    pub shows_busy_within: Duration,
     /// How long after a person's last keystroke delivery waits.
     pub keyboard_quiet: Duration,
     /// The session and the adapter that reads its screen, named in the
@@ -80,6 +83,9 @@ pub struct DeliveryStyle {
 /// Serializes deliveries into one session and runs each to its evidence.
 pub struct DeliveryCoordinator {
     turns: Arc<Mutex<()>>,
+    /// The last submission, until the program showed busy after it (or
+    /// [`DeliveryStyle::shows_busy_within`] passed).
+    submitted: std::sync::Mutex<Option<Instant>>,
     /// Woken on every output chunk and keystroke.
     changed: Arc<Notify>,
     style: DeliveryStyle,
@@ -90,6 +96,7 @@ impl DeliveryCoordinator {
         Self {
             // tokio's mutex queues waiters in order: first come, first served.
             turns: Arc::new(Mutex::new(())),
+            submitted: std::sync::Mutex::new(None),
             changed,
             style,
         }
@@ -123,6 +130,9 @@ impl DeliveryCoordinator {
         };
         let hold = self.wait_ready(term, deadline, opts).await?;
         let result = self.type_and_submit(term, text, deadline).await;
+        if result.is_ok() && !self.style.shows_busy_within.is_zero() {
+            *self.lock_submitted() = Some(Instant::now());
+        }
         drop(hold);
         drop(turn);
         result
@@ -215,10 +225,17 @@ impl DeliveryCoordinator {
         {
             return Some("a person is typing");
         }
+        if o.raw == Activity::Busy {
+            // The program showed the turn it was given.
+            *self.lock_submitted() = None;
+        }
         match o.activity {
             Activity::Busy => return Some("the program is busy"),
             Activity::Unknown => return Some(UNREADABLE),
             Activity::Idle => {}
+        }
+        if self.turn_not_shown_yet() {
+            return Some("the program has not shown the turn it was just given");
         }
         match &o.input {
             None => Some("no input line is visible (a dialog or menu may be open)"),
@@ -227,6 +244,24 @@ impl DeliveryCoordinator {
             }
             Some(_) => None,
         }
+    }
+
+    /// Whether the last submission is recent and the program has not shown
+    /// busy since: a program that draws its turn late looks idle meanwhile.
+    fn turn_not_shown_yet(&self) -> bool {
+        let mut submitted = self.lock_submitted();
+        match *submitted {
+            Some(at) if at.elapsed() < self.style.shows_busy_within => true,
+            Some(_) => {
+                *submitted = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn lock_submitted(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.submitted.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The error of a wait for ready that ran out of time: the plain

@@ -397,8 +397,21 @@ impl Supervisor {
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
         let (output, _) = broadcast::channel(CLIENT_BUFFER);
         let changed = Arc::new(Notify::new());
+        let profile = config
+            .adapter
+            .as_ref()
+            .and_then(|s| Profile::parse(&s.source, &s.text).ok());
         let style = DeliveryStyle {
-            input: adapter_input(config.adapter.as_ref()),
+            input: profile
+                .as_ref()
+                .map(|p| p.input.clone())
+                .unwrap_or_default(),
+            shows_busy_within: Duration::from_millis(
+                profile
+                    .as_ref()
+                    .and_then(|p| p.detect.as_ref())
+                    .map_or(0, |d| d.shows_busy_within_ms),
+            ),
             keyboard_quiet: Duration::from_millis(config.keyboard_quiet_ms),
             session: config.name.to_string(),
             adapter: config.adapter.as_ref().map(|a| a.name.clone()),
