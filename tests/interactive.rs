@@ -674,6 +674,43 @@ fn a_delivery_waits_for_a_turn_drawn_late() {
     );
 }
 
+/// Claude Code's own word on its state, `sessions/<pid>.json`'s `status`,
+/// outweighs its screen: while it says busy nothing is typed, though the
+/// screen looks idle. (The test writes the file as the real CLI would; the
+/// fake writes it only when its own turns start and end.)
+#[test]
+fn claude_saying_busy_in_its_session_file_holds_deliveries_back() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let pid = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["pid"]
+        .as_u64()
+        .unwrap();
+    let file = env.user_home().join(format!(".claude/sessions/{pid}.json"));
+    let says = |status: &str| {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        v["status"] = status.into();
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, v.to_string()).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+    };
+    says("busy");
+    let held = env.run(&[
+        "runtime",
+        "deliver",
+        "--id",
+        "bob",
+        "--timeout",
+        "1",
+        "--json",
+        "held back",
+    ]);
+    let error = held.fails_with_one_line().stderr;
+    assert!(error.contains("the program is busy"), "{error}");
+    says("idle");
+    deliver(&env, "bob", "let through");
+    assert_eq!(served.submitted_texts(), ["let through"]);
+}
+
 /// Ten messages sent while the agent works cost it one turn: nothing is
 /// taken from the queue while it is busy, and once it is idle one
 /// notification names all ten, oldest first. Each message has its own

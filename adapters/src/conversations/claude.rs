@@ -1,9 +1,11 @@
 //! Claude Code: from start-up it keeps `~/.claude/sessions/<pid>.json`
 //! (`pid`, `sessionId`, `cwd`, `status`), removed on exit — an exact tie
-//! from pid to conversation, and the provider's own pid marker.
+//! from pid to conversation, the provider's own pid marker, and, in
+//! `status` (`busy`/`idle`), its own word on whether a turn runs.
 
 use std::path::PathBuf;
 
+use agent_comms_core::adapter::Activity;
 use agent_comms_core::session::pid_alive;
 use agent_comms_core::takeover::{
     ConversationCandidate, ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv,
@@ -44,6 +46,20 @@ impl ConversationDiscovery for Claude {
                 "no readable {} (Claude Code writes it at start-up)",
                 path.display()
             )),
+        }
+    }
+
+    fn reported_activity(&self, pid: u32, env: &ProviderEnv) -> Option<Activity> {
+        let path = sessions_dir(env).join(format!("{pid}.json"));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        // A file another process left behind says nothing about this one.
+        if v["pid"].as_u64() != Some(u64::from(pid)) {
+            return None;
+        }
+        match v["status"].as_str()? {
+            "busy" => Some(Activity::Busy),
+            "idle" => Some(Activity::Idle),
+            _ => None,
         }
     }
 

@@ -101,15 +101,28 @@ impl ActivityMonitor {
         }
     }
 
-    /// Classifies `view` as seen at `now`.
-    pub fn observe(&mut self, view: &ScreenView<'_>, now: Instant) -> ActivityReport {
-        let (raw, by) = self.classify(view);
+    /// Classifies `view` as seen at `now`. `reported`: what the program
+    /// itself says it is doing (its own state file), when it says — its
+    /// busy is busy, and its idle, with the screen not saying busy, is
+    /// authoritative.
+    pub fn observe(
+        &mut self,
+        view: &ScreenView<'_>,
+        now: Instant,
+        reported: Option<Activity>,
+    ) -> ActivityReport {
+        let (screen, by) = self.classify(view);
+        let raw = match reported {
+            Some(Activity::Busy) => Activity::Busy,
+            _ => screen,
+        };
         let authoritative = raw == Activity::Idle
-            && by == Classifier::Rules
-            && self
-                .rules
-                .as_ref()
-                .is_some_and(|r| r.idle_is_authoritative(view));
+            && (reported == Some(Activity::Idle)
+                || by == Classifier::Rules
+                    && self
+                        .rules
+                        .as_ref()
+                        .is_some_and(|r| r.idle_is_authoritative(view)));
         let activity = self.detector.observe(now, raw, authoritative);
         let unknown_for_ms = match activity {
             Activity::Unknown => {
@@ -170,7 +183,7 @@ mod tests {
                 cursor_row: 0,
                 foreground: "",
             };
-            monitor.observe(&view, at)
+            monitor.observe(&view, at, None)
         };
         let t0 = Instant::now();
         assert_eq!(look(&mut monitor, "Sign in", t0).unknown_for_ms, Some(0));
@@ -181,5 +194,44 @@ mod tests {
         assert_eq!(idle.unknown_for_ms, None);
         let again = look(&mut monitor, "Sign in", t0 + Duration::from_secs(5));
         assert_eq!(again.unknown_for_ms, Some(0), "counted afresh");
+    }
+
+    /// The program's own report: its busy overrides an idle screen, and its
+    /// idle needs no debounce — unless the screen still says busy.
+    #[test]
+    fn what_the_program_reports_outweighs_the_screen() {
+        let text = "schema = 1\nname = \"t\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"t\"]\n\
+                    [detect]\ndebounce_ms = 400\n[[detect.rules]]\nstate = \"idle\"\nscreen = '^> '\n\
+                    [[detect.rules]]\nstate = \"busy\"\nscreen = 'esc to interrupt'\n";
+        let profile = Profile::parse("t.toml", text).unwrap();
+        let mut monitor = ActivityMonitor::new("t", Ok(&profile), None);
+        let mut look = |row: &str, at, reported| {
+            let lines = [row.to_owned()];
+            let view = ScreenView {
+                lines: &lines,
+                title: "",
+                osc: &[],
+                cursor_row: 0,
+                foreground: "",
+            };
+            monitor.observe(&view, at, reported).activity
+        };
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        assert_eq!(look("> ready", ms(0), Some(Activity::Busy)), Activity::Busy);
+        // The screen alone would wait out the debounce after that busy.
+        assert_eq!(look("> ready", ms(10), None), Activity::Busy);
+        assert_eq!(
+            look("> ready", ms(20), Some(Activity::Idle)),
+            Activity::Idle
+        );
+        assert_eq!(
+            look("esc to interrupt", ms(30), Some(Activity::Idle)),
+            Activity::Busy
+        );
+        assert_eq!(
+            look("> ready", ms(40), Some(Activity::Idle)),
+            Activity::Idle
+        );
     }
 }

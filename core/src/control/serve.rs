@@ -105,6 +105,7 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
             .discovery
             .clone()
             .filter(|_| start.conversation.is_none()),
+        reports: opts.discovery.clone(),
     };
     let mut started: Option<Result<(), ControlError>> = None;
     let started_slot = &mut started;
@@ -157,6 +158,9 @@ struct GoingOnline {
     record: RuntimeRecord,
     /// Set when the conversation is not known yet: it is discovered.
     discovery: Option<Arc<dyn ConversationDiscovery>>,
+    /// The adapter's knowledge of the provider's own files, which may
+    /// report what it is doing.
+    reports: Option<Arc<dyn ConversationDiscovery>>,
 }
 
 impl GoingOnline {
@@ -165,6 +169,13 @@ impl GoingOnline {
     /// runtime.
     fn start(mut self, session: SessionHandle) -> Result<(), ControlError> {
         self.online.publish(&mut self.record, session.child_pid())?;
+        if let Some(reports) = self.reports {
+            let pid = session.child_pid();
+            let env = ProcessInfo::read(pid)
+                .map(|p| ProviderEnv::of(&p))
+                .unwrap_or_else(|_| ProviderEnv::current());
+            session.take_reports_from(Box::new(move || reports.reported_activity(pid, &env)));
+        }
         let runtime = self.record.id.clone();
         if let Some(discovery) = self.discovery {
             tokio::spawn(bind_when_discovered(

@@ -61,6 +61,13 @@ impl SessionHandle {
         self.shared.inbox.announce(outcome);
     }
 
+    /// From now on, `read` tells the adapter what the program reports it
+    /// is doing: busy is taken as busy, and idle — with the screen not
+    /// saying busy — at once, without the debounce.
+    pub fn take_reports_from(&self, read: super::ReportedActivity) {
+        self.shared.lock().reports = Some(read);
+    }
+
     /// The program's pid.
     pub fn child_pid(&self) -> u32 {
         self.shared.lock().info.record.pid

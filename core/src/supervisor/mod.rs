@@ -122,6 +122,11 @@ pub enum SupervisorError {
     Runtime(std::io::Error),
 }
 
+/// Reads what the program itself reports it is doing (its own state file),
+/// `None` when it says nothing. Called with the state locked: it must be
+/// quick (one small file read).
+pub type ReportedActivity = Box<dyn Fn() -> Option<crate::adapter::Activity> + Send>;
+
 /// State shared by the event loop and the connection tasks. Locked briefly,
 /// never across an await.
 pub(crate) struct State {
@@ -134,6 +139,9 @@ pub(crate) struct State {
     pub foreground_terminal: bool,
     pub cells: Option<CellEngine>,
     pub activity: Option<ActivityMonitor>,
+    /// What the program itself reports it is doing, read when the screen is
+    /// (see [`SessionHandle::take_reports_from`]).
+    pub reports: Option<ReportedActivity>,
     /// Where the program's input line is (the adapter's rule, or the
     /// cursor's row).
     pub input_line: InputLineReader,
@@ -177,6 +185,7 @@ impl State {
             foreground_terminal: false,
             cells,
             activity: config.adapter.as_ref().map(crate::plugin::load::monitor),
+            reports: None,
             input_line: InputLineReader::new(input.line.as_ref()),
             input_rule: input.line.is_some(),
             keyboard: keyboard::Keyboard::default(),
@@ -245,7 +254,8 @@ impl State {
             cursor_row: self.model.cursor().0,
             foreground: &foreground,
         };
-        Ok(monitor.observe(&view, std::time::Instant::now()))
+        let reported = self.reports.as_ref().and_then(|read| read());
+        Ok(monitor.observe(&view, std::time::Instant::now(), reported))
     }
 
     pub fn client_joined(&mut self, interactive: bool) {

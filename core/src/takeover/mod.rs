@@ -175,6 +175,14 @@ pub trait ConversationDiscovery: Send + Sync {
     fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery;
     /// Live processes on conversation `id` now.
     fn holders(&self, id: &str, env: &ProviderEnv) -> Vec<u32>;
+    /// What process `pid` reports in its own files it is doing now, when
+    /// they say: the program's own word, which the adapter takes over its
+    /// reading of the screen (busy at once; idle without the debounce).
+    /// Read on every look at the screen, so it must be one small read.
+    fn reported_activity(&self, pid: u32, env: &ProviderEnv) -> Option<crate::adapter::Activity> {
+        let _ = (pid, env);
+        None
+    }
 }
 
 /// What a takeover will do, decided before anything is touched.
