@@ -23,6 +23,8 @@ pub enum Quantity {
     MegabytesPerSec(f64),
     Megabytes(f64),
     MessagesPerSec(f64),
+    /// How many times something happened (or how many there are).
+    Count(f64),
 }
 
 impl Quantity {
@@ -32,7 +34,8 @@ impl Quantity {
             | Self::Seconds(v)
             | Self::MegabytesPerSec(v)
             | Self::Megabytes(v)
-            | Self::MessagesPerSec(v) => v,
+            | Self::MessagesPerSec(v)
+            | Self::Count(v) => v,
         }
     }
 }
@@ -47,6 +50,7 @@ impl std::fmt::Display for Quantity {
             Self::MegabytesPerSec(v) => write!(f, "{v:.1} MB/s"),
             Self::Megabytes(v) => write!(f, "{v:.1} MB"),
             Self::MessagesPerSec(v) => write!(f, "{v:.2} msg/s"),
+            Self::Count(v) => write!(f, "{v:.0}"),
         }
     }
 }
