@@ -38,6 +38,8 @@ const DETACH_KEY: u8 = 0x1c;
 pub struct Tally {
     pub serve_kills: usize,
     pub provider_kills: usize,
+    /// Serve or provider kills while a message was DELIVERING.
+    pub kills_mid_delivery: usize,
     pub starts: usize,
     pub serve_resizes: usize,
     pub attaches: usize,
@@ -145,6 +147,7 @@ impl<'a> Chaos<'a> {
         match act {
             Act::KillServe => {
                 let pid = self.serve_pid()?;
+                self.note_mid_delivery();
                 self.tally.serve_kills += 1;
                 signal(pid, Signal::SIGKILL);
                 if !procs::wait_gone(pid, EXIT_WAIT) {
@@ -155,6 +158,7 @@ impl<'a> Chaos<'a> {
             Act::KillProvider => {
                 let serve = self.serve_pid()?;
                 let provider = self.provider_pid(serve)?;
+                self.note_mid_delivery();
                 self.tally.provider_kills += 1;
                 signal(provider, Signal::SIGKILL);
                 if !procs::wait_gone(serve, EXIT_WAIT) {
@@ -291,6 +295,18 @@ impl<'a> Chaos<'a> {
         let submitted = self.log.submits().map_or(0, |s| s.len());
         if submitted > self.submits_at_start {
             self.tally.warm = self.sample().ok();
+        }
+    }
+
+    /// Counts a kill about to happen while a message is DELIVERING (the
+    /// case the store's leases are for).
+    fn note_mid_delivery(&mut self) {
+        let delivering = self
+            .project
+            .list(self.bench, &["--status", "DELIVERING"])
+            .is_ok_and(|(_, listed)| !listed.is_empty());
+        if delivering {
+            self.tally.kills_mid_delivery += 1;
         }
     }
 

@@ -11,7 +11,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 use super::chaos::{Chaos, Sample, Tally};
-use super::senders::Sent;
+use super::senders::{Sent, KILL_WITHIN_MS};
 use super::{count, invariant};
 use crate::bench::Bench;
 use crate::report::Row;
@@ -253,6 +253,11 @@ pub fn check(inputs: Inputs<'_>) -> anyhow::Result<Verdict> {
     let lost: Vec<String> = seen.iter().filter_map(Seen::lost).collect();
     let doubled: Vec<String> = seen.iter().filter_map(Seen::doubled).collect();
     let again = seen.iter().filter(|s| s.submits.len() > 1).count();
+    let abandoned = seen
+        .iter()
+        .flat_map(|s| &s.attempts)
+        .filter(|a| a.outcome == "ABANDONED")
+        .count();
     let unprinted: Vec<&Value> = listed
         .iter()
         .filter(|m| !sent.ids.iter().any(|p| p.id == str_of(m, "id")))
@@ -269,7 +274,7 @@ pub fn check(inputs: Inputs<'_>) -> anyhow::Result<Verdict> {
         count("… that printed an id (the messages counted)", "`send --json`", n),
         count(
             &format!(
-                "… SIGKILLed 0–150 ms in ({} printed their id all the same)",
+                "… SIGKILLed 0–{KILL_WITHIN_MS} ms in ({} printed their id all the same)",
                 sent.killed_printed
             ),
             "`send --json`",
@@ -281,12 +286,24 @@ pub fn check(inputs: Inputs<'_>) -> anyhow::Result<Verdict> {
             sent.failures.len(),
         ),
         count(
-            &format!("stored without a printed id (of a killed send): {unprinted_delivered} DELIVERED"),
+            &format!(
+                "messages stored by a killed send that printed no id ({unprinted_delivered} of them DELIVERED)"
+            ),
             sys,
             unprinted.len(),
         ),
         count("serve SIGKILLed", "chaos", tally.serve_kills),
         count("provider SIGKILLed", "chaos", tally.provider_kills),
+        count(
+            "… of these kills, with a message DELIVERING at the time",
+            "chaos",
+            tally.kills_mid_delivery,
+        ),
+        count(
+            "delivery attempts ABANDONED (their serve gone)",
+            sys,
+            abandoned,
+        ),
         count("serves started (the first and every restart)", "chaos", tally.starts),
         count("serve terminal resized", "chaos", tally.serve_resizes),
         count("clients attached (`session attach`)", "chaos", tally.attaches),
@@ -452,4 +469,89 @@ fn names(text: &str, id: &str) -> bool {
 
 fn str_of(v: &Value, key: &str) -> String {
     v[key].as_str().unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(outcome: &str, started: u64, finished: Option<u64>) -> Attempt {
+        Attempt {
+            outcome: outcome.to_owned(),
+            started,
+            finished,
+            reason: String::new(),
+        }
+    }
+
+    fn submit(t: u64) -> Submit {
+        Submit {
+            text: "[agent-comms] message inv_a from s".to_owned(),
+            t,
+            while_busy: false,
+        }
+    }
+
+    fn seen<'a>(attempts: Vec<Attempt>, submits: &'a [Submit]) -> Seen<'a> {
+        Seen {
+            id: "inv_a",
+            sender: "s",
+            status: "DELIVERED".to_owned(),
+            reason: String::new(),
+            attempts,
+            submits: submits.iter().collect(),
+        }
+    }
+
+    #[test]
+    fn a_redelivery_after_an_abandoned_attempt_is_not_doubled() {
+        let submits = [submit(150), submit(450)];
+        let s = seen(
+            vec![
+                attempt("ABANDONED", 100, Some(300)),
+                attempt("DELIVERED", 400, Some(500)),
+            ],
+            &submits,
+        );
+        assert_eq!(s.doubled(), None);
+        assert_eq!(s.lost(), None);
+    }
+
+    #[test]
+    fn overlapping_attempts_and_stray_submissions_are_doubled() {
+        let submits = [submit(150)];
+        let overlapping = seen(
+            vec![
+                attempt("ABANDONED", 100, Some(300)),
+                attempt("DELIVERED", 200, Some(500)),
+            ],
+            &submits,
+        );
+        assert!(overlapping.doubled().unwrap().contains("attempts overlap"));
+        let outside = [submit(350)];
+        let stray = seen(
+            vec![
+                attempt("FAILED", 100, Some(300)),
+                attempt("DELIVERED", 400, Some(500)),
+            ],
+            &outside,
+        );
+        assert!(stray.doubled().unwrap().contains("outside every attempt"));
+        let twice = [submit(410), submit(420)];
+        let in_one = seen(vec![attempt("DELIVERED", 400, Some(500))], &twice);
+        assert!(in_one.doubled().unwrap().contains("twice within one"));
+    }
+
+    #[test]
+    fn delivered_without_a_submission_is_lost() {
+        let s = seen(vec![attempt("DELIVERED", 400, Some(500))], &[]);
+        assert!(s.lost().unwrap().contains("no submission names it"));
+    }
+
+    #[test]
+    fn a_message_is_named_only_by_its_whole_id() {
+        assert!(names("message inv_ab from x; show inv_ab", "inv_ab"));
+        assert!(!names("message inv_abc from x", "inv_ab"));
+        assert!(names("messages inv_x, inv_ab", "inv_ab"));
+    }
 }

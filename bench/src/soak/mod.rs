@@ -39,6 +39,7 @@ use crate::stats::{one, Quantity};
 use chaos::{Chaos, Tally};
 use invariants::Verdict;
 use random::Random;
+use senders::KILL_WITHIN_MS;
 
 const TITLE: &str = "Soak: delivery under chaos (issue 12)";
 /// Concurrent senders.
@@ -140,7 +141,7 @@ fn method(bench: &Bench) -> Vec<String> {
         format!(
             "**senders**: {SENDERS} threads, each running `--actor sender-N send --to bob --json \
              TEXT` (one in four with `--wait 30`) after a random pause of 2–16 s; one send in \
-             eight is SIGKILLed 0–150 ms after it started. Only the ids a send printed count."
+             eight is SIGKILLed 0–{KILL_WITHIN_MS} ms after it started. Only the ids a send printed count."
         ),
         format!(
             "**chaos**: every 0.5–3 s one of: SIGKILL the serve, SIGKILL its provider (both only \

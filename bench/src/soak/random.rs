@@ -33,7 +33,7 @@ impl Random {
 
     /// True one time in `n`.
     pub fn one_in(&mut self, n: u64) -> bool {
-        self.next() % n == 0
+        self.next().is_multiple_of(n)
     }
 
     /// A pause of `low..=high` ms.

@@ -31,6 +31,11 @@ pub struct Sent {
     pub failures: Vec<String>,
 }
 
+/// A killed send is killed this many ms after it started, at most: a send
+/// to a served runtime takes about 10 ms (storing, then the nudge), one
+/// with `--wait` until the delivery.
+pub const KILL_WITHIN_MS: u64 = 30;
+
 pub struct Printed {
     pub id: String,
     pub sender: String,
@@ -114,7 +119,10 @@ impl Sender<'_> {
     fn send_one(&mut self, n: usize, sent: &mut Sent) {
         let text = format!("soak {} #{n}: {}", self.name, "x".repeat(n % 50));
         let wait = self.random.one_in(4);
-        let kill_after = self.random.one_in(8).then(|| self.random.millis(0, 150));
+        let kill_after = self
+            .random
+            .one_in(8)
+            .then(|| self.random.millis(0, KILL_WITHIN_MS));
         let mut cmd = self.project.agent_comms(self.bench);
         cmd.args(["--actor", &self.name, "send", "--to", RECEIVER, "--json"]);
         if wait {
