@@ -391,10 +391,13 @@ fn parent_pid(pid: u32) -> anyhow::Result<u32> {
 /// `session attach bob` in a PTY the benchmark opens: a person's terminal
 /// attached to the runtime's session. What it shows is read and dropped (a
 /// terminal nobody reads stalls its program).
+/// Dropping one SIGKILLs it unless it has exited already.
 struct Client {
     child: Box<dyn Child + Send + Sync>,
     master: Box<dyn MasterPty + Send>,
     writer: Box<dyn Write + Send>,
+    /// Waited for: its pid is no longer its own.
+    reaped: bool,
 }
 
 impl Client {
@@ -422,6 +425,7 @@ impl Client {
             child,
             master: pair.master,
             writer,
+            reaped: false,
         })
     }
 
@@ -440,18 +444,28 @@ impl Client {
         let deadline = Instant::now() + EXIT_WAIT;
         while pressed && Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
+                self.reaped = true;
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        self.kill();
         false
     }
 
-    /// SIGKILL: a client that vanishes (it is the benchmark's child, not
-    /// yet waited for, so its pid is still its own). portable-pty's own
-    /// kill hangs up first, which a vanishing client does not do.
-    fn kill(mut self) {
+    /// SIGKILL: a client that vanishes.
+    fn kill(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Client {
+    /// SIGKILL by pid while it is still this child's (not waited for);
+    /// portable-pty's own kill hangs up first, which a vanishing client
+    /// does not do.
+    fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
         if let Some(pid) = self.child.process_id() {
             signal(pid, Signal::SIGKILL);
         }
