@@ -73,6 +73,8 @@ pub struct Plan {
     pub fanout_chunks: usize,
     /// MCP servers started until their tools are listed.
     pub mcp_starts: usize,
+    /// How long the soak's chaos lasts (its drain comes after).
+    pub soak: std::time::Duration,
 }
 
 impl Plan {
@@ -99,6 +101,7 @@ impl Plan {
             tap_appends: 10_000,
             fanout_chunks: 400,
             mcp_starts: 20,
+            soak: std::time::Duration::from_secs(600),
         }
     }
 
@@ -125,6 +128,7 @@ impl Plan {
             tap_appends: 1_000,
             fanout_chunks: 100,
             mcp_starts: 5,
+            soak: std::time::Duration::from_secs(60),
         }
     }
 }

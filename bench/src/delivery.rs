@@ -450,7 +450,7 @@ fn messages(bench: &Bench, repo: &Path) -> Vec<Row> {
         let project = Project::new(bench, "messages")?;
         let log = FakeLog::new(bench, "served-claude")?;
         let mut served = Served::start(bench, &project, repo, &CLAUDE, &log, 0)?;
-        served.wait_online(&project)?;
+        served.wait_online(bench, &project)?;
         let store = project.store()?;
         let mut expected = Vec::new();
         let (mut sends, mut delivers) = (Vec::new(), Vec::new());

@@ -23,6 +23,7 @@ mod procs;
 mod report;
 mod runtimes;
 mod sessions;
+mod soak;
 mod stats;
 mod supervised;
 mod tmux;
@@ -56,6 +57,10 @@ struct Args {
     /// it was measured alone; the other sections are kept.
     #[arg(long = "section", value_enum, value_name = "NAME")]
     sections: Vec<SectionName>,
+    /// How long the soak's chaos lasts, in seconds (default 600; 60 with
+    /// --quick). The soak runs only when named: `--section soak`.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    soak_seconds: Option<u64>,
 }
 
 /// The report's sections, in its order.
@@ -68,10 +73,24 @@ enum SectionName {
     Acp,
     Fanout,
     Mcp,
+    /// Not in the default run: it lasts 10 minutes (the drain after), which
+    /// a run of every section should not pay each time; name it.
+    Soak,
 }
 
 impl SectionName {
-    fn measure(self, bench: &Bench) -> report::Section {
+    /// The sections a run without `--section` measures.
+    fn by_default() -> Vec<Self> {
+        Self::value_variants()
+            .iter()
+            .copied()
+            .filter(|s| *s != Self::Soak)
+            .collect()
+    }
+
+    /// Measures this section; what it found broken goes to `broken` (only
+    /// the soak checks invariants that fail the command).
+    fn measure(self, bench: &Bench, broken: &mut Vec<String>) -> report::Section {
         match self {
             Self::Sessions => sessions::section(bench),
             Self::Cells => cells::section(bench),
@@ -80,25 +99,37 @@ impl SectionName {
             Self::Acp => acp::section(bench),
             Self::Fanout => fanout::section(bench),
             Self::Mcp => mcp::section(bench),
+            Self::Soak => {
+                let (section, found) = soak::section(bench);
+                broken.extend(found);
+                section
+            }
         }
     }
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let plan = if args.quick {
+    let mut plan = if args.quick {
         Plan::quick()
     } else {
         Plan::full()
     };
+    if let Some(seconds) = args.soak_seconds {
+        plan.soak = std::time::Duration::from_secs(seconds);
+    }
     let bench = Bench::new(plan)?;
     let mut machine = machine::Machine::probe(&bench);
     let chosen = if args.sections.is_empty() {
-        SectionName::value_variants().to_vec()
+        SectionName::by_default()
     } else {
         args.sections.clone()
     };
-    let sections: Vec<report::Section> = chosen.iter().map(|s| s.measure(&bench)).collect();
+    let mut broken = Vec::new();
+    let sections: Vec<report::Section> = chosen
+        .iter()
+        .map(|s| s.measure(&bench, &mut broken))
+        .collect();
     machine.note_end_load();
     let existing = args
         .out
@@ -124,6 +155,13 @@ fn main() -> anyhow::Result<()> {
             eprintln!("wrote {}", path.display());
         }
         None => print!("{markdown}"),
+    }
+    if !broken.is_empty() {
+        drop(bench);
+        anyhow::bail!(
+            "{} invariant(s) broken (above, and in the report)",
+            broken.len()
+        );
     }
     Ok(())
 }

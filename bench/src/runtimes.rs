@@ -134,6 +134,24 @@ impl FakeLog {
         &self.path_str
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pids of the fakes that logged their start here.
+    pub fn start_pids(&self) -> Vec<u32> {
+        self.events().map_or_else(
+            |_| Vec::new(),
+            |events| {
+                events
+                    .iter()
+                    .filter(|v| v["event"] == "start")
+                    .filter_map(|v| v["pid"].as_u64().map(|p| p as u32))
+                    .collect()
+            },
+        )
+    }
+
     fn events(&self) -> anyhow::Result<Vec<Value>> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
@@ -298,7 +316,7 @@ pub fn timed(cmd: &mut Command) -> anyhow::Result<(Duration, String)> {
 pub struct Served {
     child: Box<dyn Child + Send + Sync>,
     // Kept open for the child's lifetime; closing it hangs the child up.
-    _master: Box<dyn MasterPty + Send>,
+    master: Box<dyn MasterPty + Send>,
     shown: Arc<Mutex<Vec<u8>>>,
 }
 
@@ -347,7 +365,7 @@ impl Served {
         });
         Ok(Self {
             child,
-            _master: pair.master,
+            master: pair.master,
             shown,
         })
     }
@@ -358,8 +376,18 @@ impl Served {
         self.child.process_id()
     }
 
+    /// Resizes the serve's terminal, as a person resizing the window.
+    pub fn resize(&self, rows: u16, cols: u16) -> anyhow::Result<()> {
+        self.master.resize(portable_pty::PtySize {
+            rows,
+            cols,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+    }
+
     /// Fails, with what its terminal showed, once the serve has ended.
-    fn check_running(&mut self) -> anyhow::Result<()> {
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
         if let Ok(Some(status)) = self.child.try_wait() {
             let shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
             bail!(
@@ -370,15 +398,23 @@ impl Served {
         Ok(())
     }
 
-    /// Until the store says the runtime is online.
-    pub fn wait_online(&mut self, project: &Project) -> anyhow::Result<()> {
+    /// Until the store says the runtime is online, served by this serve:
+    /// its record names the provider of this serve's session (a serve
+    /// killed before it left the record ONLINE, naming its own).
+    pub fn wait_online(&mut self, bench: &Bench, project: &Project) -> anyhow::Result<()> {
         let store = project.store()?;
         let deadline = Instant::now() + STEP_TIMEOUT;
         loop {
             self.check_running()?;
-            if store
-                .runtime(RECEIVER)?
-                .is_some_and(|r| r.status == RuntimeStatus::Online)
+            let provider = bench
+                .record(RECEIVER)
+                .ok()
+                .filter(|s| Some(s.supervisor_pid) == self.pid())
+                .map(|s| s.pid);
+            if provider.is_some()
+                && store
+                    .runtime(RECEIVER)?
+                    .is_some_and(|r| r.status == RuntimeStatus::Online && r.pid == provider)
             {
                 return Ok(());
             }

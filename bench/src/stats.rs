@@ -23,7 +23,7 @@ pub enum Quantity {
     MegabytesPerSec(f64),
     Megabytes(f64),
     MessagesPerSec(f64),
-    /// How many of something (agent turns, for one).
+    /// How many times something happened (or how many there are).
     Count(f64),
 }
 
