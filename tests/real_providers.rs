@@ -330,6 +330,96 @@ fn opencode_gets_a_message_from_another_agent() {
     a_message_is_announced(Cli::Opencode, "opencode_gets_a_message_from_another_agent");
 }
 
+/// Ten messages that come while the real CLI works reach it as one
+/// notification naming all ten — one turn of the model, not ten — though
+/// the line is longer than the CLI's input box is wide (it wraps, and the
+/// echo check still holds), and each message is DELIVERED.
+fn a_burst_is_one_turn(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    let mut served = start_served(&w);
+    // Seven seconds of work: the messages come meanwhile.
+    w.deliver(ID, "think it over THINK=1 SLOW=6", 20)
+        .unwrap_or_else(|e| panic!("[{test}] deliver failed: {e}\n{}", w.report(ID)));
+    let ids: Vec<String> = (0..10)
+        .map(|i| {
+            let text = format!("burst message {i}");
+            let (ok, out, err) = w.ac(
+                &["--actor", "bob", "send", "--to", ID, "--json", &text],
+                Duration::from_secs(20),
+            );
+            assert!(ok, "[{test}] send failed: {out}{err}");
+            let inv: Value = serde_json::from_str(out.trim())
+                .unwrap_or_else(|e| panic!("[{test}] send --json printed no JSON ({e}): {out}"));
+            inv["id"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    let note = format!(
+        "[agent-comms] 10 messages from bob; read them with: agent-comms message show {}",
+        ids.join(" ")
+    );
+    w.wait_request(&note, TURN * 2).unwrap_or_else(|| {
+        panic!(
+            "[{test}] the batch's notification never reached the model:\n{}\n{}",
+            w.requests_summary(),
+            w.report(ID)
+        )
+    });
+    w.wait_activity(ID, "idle", TURN, "after the notification's turn");
+    let (ok, out, err) = w.ac(
+        &["message", "list", "--status", "DELIVERED", "--json"],
+        Duration::from_secs(20),
+    );
+    assert!(ok, "[{test}] message list failed: {out}{err}");
+    let delivered: Value = serde_json::from_str(out.trim()).unwrap();
+    let delivered: Vec<&str> = delivered
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    for id in &ids {
+        assert!(
+            delivered.contains(&id.as_str()),
+            "[{test}] {id} not DELIVERED"
+        );
+    }
+    assert_eq!(
+        w.turns_with(&note),
+        1,
+        "[{test}] the batch did not reach the model exactly once:\n{}",
+        w.requests_summary()
+    );
+    for id in &ids {
+        let alone = format!(
+            "[agent-comms] message {id} from bob; read it with: agent-comms message show {id}"
+        );
+        assert_eq!(
+            w.turns_with(&alone),
+            0,
+            "[{test}] {id} was also announced alone:\n{}",
+            w.requests_summary()
+        );
+    }
+    w.finish(vec![&mut served.tty]);
+}
+
+#[test]
+fn claude_gets_a_burst_in_one_turn() {
+    a_burst_is_one_turn(Cli::Claude, "claude_gets_a_burst_in_one_turn");
+}
+
+#[test]
+fn codex_gets_a_burst_in_one_turn() {
+    a_burst_is_one_turn(Cli::Codex, "codex_gets_a_burst_in_one_turn");
+}
+
+#[test]
+fn opencode_gets_a_burst_in_one_turn() {
+    a_burst_is_one_turn(Cli::Opencode, "opencode_gets_a_burst_in_one_turn");
+}
+
 // --- takeover ---------------------------------------------------------------
 
 /// Where the ordinary CLI shows its idle prompt, as a person sees it.

@@ -1517,6 +1517,27 @@ class OpenCodeFake(FakeProvider):
     # Reproduces: the busy animation of eight squares in the status row.
     SQUARES = ("■■■■■■⬝⬝", "⬝■■■■■■⬝", "⬝⬝■■■■■■", "⬝■■■■■■⬝")
 
+    # Reproduces: a paste of more than 150 characters (or 3 lines) shows in
+    # the input box as "[Pasted ~N lines]", not as its text
+    # (docs/providers.md; seen with 1.18.33 in tests/real_providers.rs).
+    COLLAPSE_CHARS = 150
+    COLLAPSE_LINES = 3
+    collapsed = ""
+
+    def before_event(self, event: Event, chunk: Chunk) -> None:
+        text = event.text or ""
+        if event.kind == "paste" and (
+            len(text) > self.COLLAPSE_CHARS or text.count("\n") + 1 >= self.COLLAPSE_LINES
+        ):
+            self.collapsed = text
+
+    def shown_input(self) -> str:
+        text = super().shown_input()
+        if self.collapsed and self.collapsed in text:
+            lines = self.collapsed.count("\n") + 1
+            return text.replace(self.collapsed, f"[Pasted ~{lines} lines] ")
+        return text
+
     def status_row(self, now: float) -> str:
         """Reproduces: the last row shows the animation and "esc interrupt"
         while busy, the working directory when idle (opencode.toml: busy

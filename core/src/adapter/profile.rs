@@ -205,6 +205,11 @@ pub struct Input {
     /// How a delivery that failed after typing removes what it typed.
     #[serde(default)]
     pub clear: Clear,
+    /// A regex for the input line holding a paste the program shows
+    /// collapsed instead of as text (opencode: `[Pasted ~1 lines]` for over
+    /// 150 characters): after a paste, that line is its echo.
+    #[serde(default)]
+    pub collapsed_paste: Option<Spanned<String>>,
 }
 
 impl Default for Input {
@@ -215,6 +220,7 @@ impl Default for Input {
             enter_delay_ms: default_enter_delay(),
             line: None,
             clear: Clear::default(),
+            collapsed_paste: None,
         }
     }
 }
@@ -549,6 +555,14 @@ impl Profile {
         }
         if let Some(line) = &self.input.line {
             validate_input_line(line, &source)?;
+        }
+        if let Some(pattern) = &self.input.collapsed_paste {
+            if let Err(e) = regex::Regex::new(pattern.get_ref()) {
+                return Err(source.error(
+                    pattern.span().start,
+                    format!("input.collapsed_paste: {}", regex_problem(&e)),
+                ));
+            }
         }
         if let Some(acp) = &self.acp {
             if acp.command.first().is_none_or(|p| p.is_empty()) {

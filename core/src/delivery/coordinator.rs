@@ -89,6 +89,9 @@ pub struct DeliveryCoordinator {
     /// Woken on every output chunk and keystroke.
     changed: Arc<Notify>,
     style: DeliveryStyle,
+    /// The input line of a paste shown collapsed (the profile's
+    /// `input.collapsed_paste`; validated when the profile loaded).
+    collapsed_paste: Option<regex::Regex>,
 }
 
 impl DeliveryCoordinator {
@@ -98,6 +101,11 @@ impl DeliveryCoordinator {
             turns: Arc::new(Mutex::new(())),
             submitted: std::sync::Mutex::new(None),
             changed,
+            collapsed_paste: style
+                .input
+                .collapsed_paste
+                .as_ref()
+                .and_then(|p| regex::Regex::new(p.get_ref()).ok()),
             style,
         }
     }
@@ -246,6 +254,14 @@ impl DeliveryCoordinator {
         }
     }
 
+    /// Whether the input line holds a paste the program shows collapsed.
+    fn shows_collapsed_paste(&self, o: &Observation) -> bool {
+        let (Some(pattern), Some(line)) = (&self.collapsed_paste, &o.input) else {
+            return false;
+        };
+        pattern.is_match(line.trim())
+    }
+
     /// Whether the last submission is recent and the program has not shown
     /// busy since: a program that draws its turn late looks idle meanwhile.
     fn turn_not_shown_yet(&self) -> bool {
@@ -294,7 +310,7 @@ impl DeliveryCoordinator {
         term.write(typed_bytes(text, paste));
         let mut enters = 0;
         let result = self
-            .echo_and_enter(term, &needle, seen_before, deadline, &mut enters)
+            .echo_and_enter(term, &needle, seen_before, paste, deadline, &mut enters)
             .await;
         match result {
             Ok((echoed, entered, presses)) => Ok(Evidence {
@@ -326,11 +342,15 @@ impl DeliveryCoordinator {
         term: &dyn Terminal,
         needle: &str,
         seen_before: usize,
+        pasted: bool,
         deadline: Instant,
         enters: &mut usize,
     ) -> Result<(u64, u64, u32), Failure> {
         let echo_deadline = Instant::now() + ECHO_TIMEOUT;
-        while !echoed(&term.observe(), needle, seen_before) {
+        let shown = |o: &Observation| {
+            echoed(o, needle, seen_before) || pasted && self.shows_collapsed_paste(o)
+        };
+        while !shown(&term.observe()) {
             if term.ended() {
                 return Err(Failure::Ended);
             }
