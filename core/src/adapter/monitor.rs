@@ -168,6 +168,17 @@ mod tests {
 
     use super::*;
 
+    /// A screen of `lines` and nothing else.
+    fn screen_of(lines: &[String]) -> ScreenView<'_> {
+        ScreenView {
+            lines,
+            title: "",
+            osc: &[],
+            cursor_row: 0,
+            foreground: "",
+        }
+    }
+
     #[test]
     fn says_how_long_the_screen_has_been_unreadable() {
         let text = "schema = 1\nname = \"t\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [\"t\"]\n\
@@ -176,14 +187,7 @@ mod tests {
         let mut monitor = ActivityMonitor::new("t", Ok(&profile), None);
         let look = |monitor: &mut ActivityMonitor, row: &str, at| {
             let lines = [row.to_owned()];
-            let view = ScreenView {
-                lines: &lines,
-                title: "",
-                osc: &[],
-                cursor_row: 0,
-                foreground: "",
-            };
-            monitor.observe(&view, at, None)
+            monitor.observe(&screen_of(&lines), at, None)
         };
         let t0 = Instant::now();
         assert_eq!(look(&mut monitor, "Sign in", t0).unknown_for_ms, Some(0));
@@ -207,14 +211,7 @@ mod tests {
         let mut monitor = ActivityMonitor::new("t", Ok(&profile), None);
         let mut look = |row: &str, at, reported| {
             let lines = [row.to_owned()];
-            let view = ScreenView {
-                lines: &lines,
-                title: "",
-                osc: &[],
-                cursor_row: 0,
-                foreground: "",
-            };
-            monitor.observe(&view, at, reported).activity
+            monitor.observe(&screen_of(&lines), at, reported).activity
         };
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
