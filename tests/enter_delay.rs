@@ -22,10 +22,11 @@
 mod support;
 
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use support::real::trials::Trials;
 use support::real::world::World;
-use support::real::{Cli, START, TURN};
+use support::real::{Cli, START};
 
 /// The runtime each experiment serves.
 const ID: &str = "alice";
@@ -38,22 +39,6 @@ fn trials() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200)
-}
-
-/// What one delay did.
-struct Outcome {
-    delay_ms: u64,
-    trials: usize,
-    /// Submitted by the first Enter.
-    at_once: usize,
-    /// Submitted, but only by an Enter pressed again.
-    pressed_again: usize,
-    /// Not submitted: the delivery failed (and took its text back).
-    lost: usize,
-    /// Texts that reached the model other than once.
-    not_once: usize,
-    /// Call → submitted, median.
-    median_ms: f64,
 }
 
 /// The built-in profile of `cli` with `enter_delay_ms` set to `delay`, as
@@ -75,7 +60,8 @@ fn profile_with_delay(cli: Cli, delay: u64) -> String {
     out
 }
 
-fn measure(w: &World, cli: Cli, delay: u64, n: usize) -> Outcome {
+/// [`Trials`] with `enter_delay_ms = delay`, in a runtime served for them.
+fn measure(w: &World, cli: Cli, delay: u64, n: usize) -> Trials {
     let providers = w.env.project.join(".agent-comms/providers");
     std::fs::create_dir_all(&providers).unwrap();
     std::fs::write(
@@ -85,43 +71,14 @@ fn measure(w: &World, cli: Cli, delay: u64, n: usize) -> Outcome {
     .unwrap();
     let mut served = w.serve(ID, &[], &[]);
     w.wait_activity(ID, "idle", START, "start-up");
-    let mut outcome = Outcome {
-        delay_ms: delay,
-        trials: n,
-        at_once: 0,
-        pressed_again: 0,
-        lost: 0,
-        not_once: 0,
-        median_ms: f64::NAN,
-    };
-    let mut took = Vec::new();
-    let mut texts = Vec::new();
-    for i in 0..n {
-        let text = format!("enter delay {delay} trial {i}");
-        let called = Instant::now();
-        match w.deliver(ID, &text, 60) {
-            Ok(ev) if ev["enter_presses"] == 1 => {
-                outcome.at_once += 1;
-                took.push(called.elapsed().as_secs_f64() * 1000.0);
-            }
-            Ok(_) => outcome.pressed_again += 1,
-            Err(e) => {
-                eprintln!("[{}] {delay} ms, trial {i}: {e}", cli.program());
-                outcome.lost += 1;
-            }
-        }
-        texts.push(text);
-    }
-    w.wait_activity(ID, "idle", TURN, "after the last trial");
-    outcome.not_once = texts.iter().filter(|t| w.turns_with(t) != 1).count();
-    took.sort_by(f64::total_cmp);
-    if !took.is_empty() {
-        outcome.median_ms = took[took.len() / 2];
+    let trials = Trials::run(w, ID, &format!("enter delay {delay}"), n);
+    for lost in &trials.lost {
+        eprintln!("[{}] {delay} ms, {lost}", cli.program());
     }
     let (ok, out, err) = w.ac(&["session", "kill", ID], Duration::from_secs(20));
     assert!(ok, "session kill: {out}{err}");
     served.tty.wait_exit();
-    outcome
+    trials
 }
 
 fn experiment(cli: Cli, test: &str) {
@@ -129,18 +86,25 @@ fn experiment(cli: Cli, test: &str) {
         return;
     };
     let n = trials();
-    let outcomes: Vec<Outcome> = DELAYS_MS.iter().map(|&d| measure(&w, cli, d, n)).collect();
+    let measured: Vec<(u64, Trials)> = DELAYS_MS
+        .iter()
+        .map(|&d| (d, measure(&w, cli, d, n)))
+        .collect();
     let mut table = format!(
         "{} (paste), {n} trials per delay\n\n\
          | Enter delay | submitted by the first Enter | only by another | lost | not exactly once at the model | call → submitted, median (after the previous turn) |\n\
          |---:|---:|---:|---:|---:|---:|\n",
         cli.program()
     );
-    for o in &outcomes {
+    for (delay, t) in &measured {
         writeln!(
             table,
-            "| {} ms | {} of {} | {} | {} | {} | {:.0} ms |",
-            o.delay_ms, o.at_once, o.trials, o.pressed_again, o.lost, o.not_once, o.median_ms
+            "| {delay} ms | {} of {n} | {} | {} | {} | {:.0} ms |",
+            t.at_once,
+            t.pressed_again,
+            t.lost.len(),
+            t.not_once(&w).len(),
+            t.median_ms()
         )
         .unwrap();
     }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::procs::{cmdline, describe, parent, pid_alive};
 use support::real::sampler::{ms, runs, Sampler};
+use support::real::trials::Trials;
 use support::real::world::{Served, World};
 use support::real::{now_ms, Cli, START, TURN};
 use support::term::Term;
@@ -328,6 +329,45 @@ fn codex_gets_a_message_from_another_agent() {
 #[test]
 fn opencode_gets_a_message_from_another_agent() {
     a_message_is_announced(Cli::Opencode, "opencode_gets_a_message_from_another_agent");
+}
+
+/// Twenty deliveries in a row with the profile's own Enter delay: each is
+/// submitted (by its first Enter) and reaches the model exactly once. The
+/// experiment behind the delays is tests/enter_delay.rs.
+fn twenty_deliveries_land_once(cli: Cli, test: &str) {
+    let Some(w) = World::new(cli, test) else {
+        return;
+    };
+    let mut served = start_served(&w);
+    let trials = Trials::run(&w, ID, "in a row", 20);
+    assert!(trials.lost.is_empty(), "[{test}] {:#?}", trials.lost);
+    assert_eq!(
+        trials.not_once(&w),
+        Vec::<&str>::new(),
+        "[{test}] not exactly once at the model:\n{}",
+        w.requests_summary()
+    );
+    assert_eq!(
+        trials.at_once, 20,
+        "[{test}] {} needed another Enter",
+        trials.pressed_again
+    );
+    w.finish(vec![&mut served.tty]);
+}
+
+#[test]
+fn claude_takes_twenty_deliveries_each_once() {
+    twenty_deliveries_land_once(Cli::Claude, "claude_takes_twenty_deliveries_each_once");
+}
+
+#[test]
+fn codex_takes_twenty_deliveries_each_once() {
+    twenty_deliveries_land_once(Cli::Codex, "codex_takes_twenty_deliveries_each_once");
+}
+
+#[test]
+fn opencode_takes_twenty_deliveries_each_once() {
+    twenty_deliveries_land_once(Cli::Opencode, "opencode_takes_twenty_deliveries_each_once");
 }
 
 /// Ten messages that come while the real CLI works reach it as one

@@ -22,8 +22,12 @@ use tokio::sync::broadcast;
 use crate::time::now_iso;
 
 /// Entries a live follower may fall behind by before it misses some (it is
-/// told, and can read the file).
-const FOLLOWERS_BUFFER: usize = 1024;
+/// told, and can read the file). Twice the bridge's
+/// [`MAX_BACKLOG`](super::bridge::MAX_BACKLOG): a client is dropped for the
+/// lines *it* did not read, never because its seat's task was not
+/// scheduled while the agent streamed (on a loaded machine, 1024 entries
+/// behind dropped a client that read everything).
+pub(crate) const FOLLOWERS_BUFFER: usize = 8192;
 /// How much of a line that is not JSON the transcript keeps.
 const MAX_GARBAGE_KEPT: usize = 4096;
 

@@ -34,6 +34,7 @@ pub mod acp;
 mod observe;
 mod provision;
 pub mod sampler;
+pub mod trials;
 pub mod world;
 
 use std::fs;

@@ -54,6 +54,7 @@ use crate::time::now_iso;
 /// Lines a client may fall behind by, live, before it is dropped. A
 /// replay goes at the client's pace instead, this many lines ahead at most.
 pub const MAX_BACKLOG: u64 = 4096;
+const _: () = assert!(super::transcript::FOLLOWERS_BUFFER as u64 >= 2 * MAX_BACKLOG);
 /// How long a replay waits for a client that takes nothing.
 pub const REPLAY_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 

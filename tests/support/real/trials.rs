@@ -1,0 +1,71 @@
+//! Deliveries in a row into a served real CLI, and what became of each:
+//! the Enter-delay experiment (tests/enter_delay.rs) and the
+//! exactly-once check with the profiles' own delays
+//! (tests/real_providers.rs) count the same things.
+
+use std::time::Instant;
+
+use super::world::World;
+use super::TURN;
+
+/// What `n` deliveries in a row did.
+pub struct Trials {
+    /// Each delivery's text, in order (each one unique).
+    pub texts: Vec<String>,
+    /// Submitted by the first Enter.
+    pub at_once: usize,
+    /// Submitted, but only by an Enter pressed again.
+    pub pressed_again: usize,
+    /// Not submitted: the delivery failed, with its error.
+    pub lost: Vec<String>,
+    /// Call → submitted of the deliveries taken at once, sorted, in ms
+    /// (each waited for the turn before it to end).
+    pub took_ms: Vec<f64>,
+}
+
+impl Trials {
+    /// `n` `runtime deliver`s of `label trial I` into runtime `id`, each
+    /// called when the one before returned; returns once the CLI is idle
+    /// after the last.
+    pub fn run(w: &World, id: &str, label: &str, n: usize) -> Self {
+        let mut trials = Self {
+            texts: Vec::with_capacity(n),
+            at_once: 0,
+            pressed_again: 0,
+            lost: Vec::new(),
+            took_ms: Vec::new(),
+        };
+        for i in 0..n {
+            let text = format!("{label} trial {i}");
+            let called = Instant::now();
+            match w.deliver(id, &text, 60) {
+                Ok(ev) if ev["enter_presses"] == 1 => {
+                    trials.at_once += 1;
+                    trials.took_ms.push(called.elapsed().as_secs_f64() * 1000.0);
+                }
+                Ok(_) => trials.pressed_again += 1,
+                Err(e) => trials.lost.push(format!("trial {i}: {e}")),
+            }
+            trials.texts.push(text);
+        }
+        w.wait_activity(id, "idle", TURN, "after the last trial");
+        trials.took_ms.sort_by(f64::total_cmp);
+        trials
+    }
+
+    /// The texts that did not reach the model as exactly one turn.
+    pub fn not_once<'a>(&'a self, w: &World) -> Vec<&'a str> {
+        self.texts
+            .iter()
+            .filter(|t| w.turns_with(t) != 1)
+            .map(String::as_str)
+            .collect()
+    }
+
+    pub fn median_ms(&self) -> f64 {
+        self.took_ms
+            .get(self.took_ms.len() / 2)
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+}
