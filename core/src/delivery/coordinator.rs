@@ -63,6 +63,11 @@ pub struct Observation {
     /// (rows, cols) of the screen.
     pub size: (u16, u16),
     pub bracketed_paste: bool,
+    /// When the terminal was last resized, if ever.
+    pub resized_at: Option<Instant>,
+    /// Whether the program has written anything since that resize: until
+    /// it redraws, the screen shows the old rows cut to the new size.
+    pub drawn_since_resize: bool,
 }
 
 /// How to type into one program.
@@ -589,6 +594,8 @@ struct Typed {
     on_screen: usize,
     /// What the input line showed (its first rows, when the text wraps).
     input: Option<String>,
+    /// The last resize then: one since makes the screen's rows move.
+    resized_at: Option<Instant>,
 }
 
 impl Typed {
@@ -597,26 +604,68 @@ impl Typed {
             in_input_line: holds_tail(o, needle),
             on_screen: occurrences(&o.screen, needle),
             input: o.input.clone(),
+            resized_at: o.resized_at,
         }
     }
 
     /// The program went busy; or the input line that showed the text's end
     /// no longer does; or, when it never showed it, the input line or the
     /// number of times the screen shows the text changed.
+    ///
+    /// A resize since moves and cuts the rows, which is no submission: until
+    /// the program has redrawn, nothing but busy counts, and after, only the
+    /// text's end leaving the input line does (the rest compares rows laid
+    /// out for the old size). The soak found a resize between Enter and the
+    /// program reading it taken for the submission.
     fn submitted(&self, o: &Observation, needle: &str) -> bool {
         if o.raw == Activity::Busy {
             return true;
         }
+        let resized = o.resized_at != self.resized_at;
+        if resized && !o.drawn_since_resize {
+            return false;
+        }
         if self.in_input_line {
             return !holds_tail(o, needle);
         }
-        o.input != self.input || occurrences(&o.screen, needle) != self.on_screen
+        !resized && (o.input != self.input || occurrences(&o.screen, needle) != self.on_screen)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn looking_at(input: &str, resized_at: Option<Instant>, drawn: bool) -> Observation {
+        Observation {
+            activity: Activity::Idle,
+            raw: Activity::Idle,
+            keyboard_quiet: None,
+            input: Some(input.to_owned()),
+            input_rule: true,
+            screen: format!("> {input}"),
+            size: (24, 80),
+            bracketed_paste: true,
+            resized_at,
+            drawn_since_resize: drawn,
+        }
+    }
+
+    /// A resize between Enter and the program reading it cuts the input
+    /// line's rows: that is no submission until the program redrew.
+    #[test]
+    fn a_resize_is_not_taken_for_the_submission() {
+        let text = "please review the change";
+        let needle = echo_needle(text, (24, 80));
+        let needle = needle.as_str();
+        let typed = Typed::seen(&looking_at(text, None, true), needle);
+        assert!(typed.in_input_line);
+        let resized = Some(Instant::now());
+        assert!(!typed.submitted(&looking_at("", resized, false), needle));
+        assert!(!typed.submitted(&looking_at(text, resized, true), needle));
+        assert!(typed.submitted(&looking_at("", resized, true), needle));
+        assert!(typed.submitted(&looking_at("", None, true), needle));
+    }
 
     #[test]
     fn wrapped_text_inside_a_box_still_echoes() {

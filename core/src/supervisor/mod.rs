@@ -148,6 +148,8 @@ pub(crate) struct State {
     pub input_rule: bool,
     pub keyboard: keyboard::Keyboard,
     pub last_output: std::time::Instant,
+    /// When the terminal was last resized (the program redraws after).
+    pub resized_at: Option<std::time::Instant>,
     /// The text printed so far, by position (`output_since`).
     pub output_log: OutputLog,
 }
@@ -190,6 +192,7 @@ impl State {
             input_rule: input.line.is_some(),
             keyboard: keyboard::Keyboard::default(),
             last_output: std::time::Instant::now(),
+            resized_at: None,
             output_log: OutputLog::default(),
         }
     }
@@ -208,6 +211,7 @@ impl State {
         if (rows, cols) != (self.info.rows, self.info.cols) {
             let _ = self.pty.resize(rows, cols);
             self.model.resize(rows, cols);
+            self.resized_at = Some(std::time::Instant::now());
             self.info.rows = rows;
             self.info.cols = cols;
         }

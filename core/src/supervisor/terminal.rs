@@ -42,6 +42,8 @@ impl Terminal for Shared {
             screen: lines.join("\n"),
             size: state.model.size(),
             bracketed_paste: state.model.bracketed_paste(),
+            resized_at: state.resized_at,
+            drawn_since_resize: state.resized_at.is_none_or(|r| state.last_output > r),
         }
     }
 
