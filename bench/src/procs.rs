@@ -38,11 +38,36 @@ pub fn rss_mb(pid: u32) -> anyhow::Result<f64> {
     status_mb(pid, "VmRSS")
 }
 
+/// What a process holds in memory, in MB.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    /// Every page mapped in, its own or shared (`ps`'s RSS).
+    pub rss: f64,
+    /// Each page divided by the number of processes that map it: summed
+    /// over processes, a page they share counts once.
+    pub pss: f64,
+}
+
+/// RSS and PSS of `pid`, from `/proc/<pid>/smaps_rollup`.
+pub fn memory(pid: u32) -> anyhow::Result<Memory> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("process {pid} is gone"))?;
+    Ok(Memory {
+        rss: kb_line(&rollup, "Rss")?,
+        pss: kb_line(&rollup, "Pss")?,
+    })
+}
+
 /// A size line of `/proc/<pid>/status` (`VmRSS`, `VmHWM` …) in MB.
 pub fn status_mb(pid: u32, key: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("process {pid} is gone"))?;
-    let kb: f64 = status
+    kb_line(&status, key)
+}
+
+/// The `KEY: N kB` line of a /proc file, in MB.
+fn kb_line(text: &str, key: &str) -> anyhow::Result<f64> {
+    let kb: f64 = text
         .lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())

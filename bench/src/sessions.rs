@@ -9,7 +9,7 @@ use crate::bench::Bench;
 use crate::report::{both, judge, Row, Section};
 use crate::stats::{self, push, Runs};
 use crate::workload::THROUGHPUT_BYTES;
-use crate::{bare, progress, supervised, tmux};
+use crate::{bare, procs, progress, supervised, tmux};
 
 const AGENT_COMMS: &str = "agent-comms";
 const BARE: &str = "bare PTY";
@@ -19,7 +19,7 @@ pub fn section(bench: &Bench) -> Section {
     let mut rows = first_prompt(bench);
     rows.extend(echo(bench));
     rows.extend(throughput(bench));
-    rows.extend(idle_rss(bench));
+    rows.extend(idle_memory(bench));
     Section {
         title: "Sessions (issue 2)".to_owned(),
         intro: "agent-comms sessions next to a PTY the benchmark opens itself (nothing in \
@@ -118,25 +118,85 @@ fn throughput(bench: &Bench) -> Vec<Row> {
     ]
 }
 
-fn idle_rss(bench: &Bench) -> Vec<Row> {
-    progress("idle RSS");
-    let size = |r: anyhow::Result<f64>| r.map(stats::size).map_err(|e| format!("{e:#}"));
-    let what = "RSS of an idle session's server";
-    let mut ours = Row::new(
-        what,
-        "agent-comms supervisor",
-        size(supervised::idle_rss(bench)),
+/// How many idle sessions the memory rows hold at once.
+const IDLE_COUNTS: [usize; 3] = [1, 10, 50];
+/// The targets: per idle session, and for fifty of them together.
+const PER_SESSION_MB: f64 = 4.0;
+const FIFTY_MB: f64 = 200.0;
+
+fn idle_memory(bench: &Bench) -> Vec<Row> {
+    IDLE_COUNTS
+        .iter()
+        .flat_map(|&count| idle_memory_of(bench, count))
+        .collect()
+}
+
+fn idle_memory_of(bench: &Bench, count: usize) -> Vec<Row> {
+    let sessions = match count {
+        1 => "1 idle `bash` session".to_owned(),
+        n => format!("{n} idle `bash` sessions"),
+    };
+    progress(&format!("memory of {sessions}"));
+    let error = |e: anyhow::Error| format!("{e:#}");
+    let ours = supervised::idle_memory(bench, count).map_err(error);
+    let tmux = tmux::idle_memory(bench, count, supervised::IDLE).map_err(error);
+    let what = format!("{sessions}: memory");
+    let each = |pick: fn(&procs::Memory) -> f64| {
+        ours.as_ref()
+            .map(|all| all.iter().map(pick).collect::<Vec<f64>>())
+            .map_err(Clone::clone)
+    };
+    let below = |row: &Row, limit: f64| row.result.as_ref().ok().map(|r| r.median.value() < limit);
+
+    let mut per_session = Row::new(
+        &what,
+        "agent-comms: RSS of a supervisor",
+        each(|m| m.rss).map(|v| stats::sizes(&v)),
     );
-    let met = ours.result.as_ref().ok().map(|o| o.median.value() < 10.0);
-    ours.target = judge("under 10 MB", met);
-    vec![
-        ours,
-        Row::new(
-            what,
-            "tmux server",
-            size(tmux::idle_rss(bench, supervised::IDLE)),
-        ),
-    ]
+    per_session.target = judge(
+        &format!("under {PER_SESSION_MB:.0} MB"),
+        below(&per_session, PER_SESSION_MB),
+    );
+    let mut rows = vec![per_session];
+    if count == 1 {
+        rows.push(Row::new(
+            &what,
+            "agent-comms: PSS of the supervisor",
+            each(|m| m.pss).map(|v| stats::sizes(&v)),
+        ));
+    } else {
+        let summed = |values: Vec<f64>| stats::size(values.iter().sum());
+        rows.push(Row::new(
+            &what,
+            &format!("agent-comms: the {count} supervisors' RSS, summed"),
+            each(|m| m.rss).map(summed),
+        ));
+        let mut total = Row::new(
+            &what,
+            &format!("agent-comms: the {count} supervisors' PSS, summed"),
+            each(|m| m.pss).map(summed),
+        );
+        if count == 50 {
+            total.target = judge(&format!("under {FIFTY_MB:.0} MB"), below(&total, FIFTY_MB));
+        }
+        rows.push(total);
+    }
+    let server = |pick: fn(&procs::Memory) -> f64| {
+        tmux.as_ref()
+            .map(|m| stats::size(pick(m)))
+            .map_err(Clone::clone)
+    };
+    rows.push(Row::new(
+        &what,
+        "tmux: RSS of the server",
+        server(|m| m.rss),
+    ));
+    rows.push(Row::new(
+        &what,
+        "tmux: PSS of the server",
+        server(|m| m.pss),
+    ));
+    rows
 }
 
 /// How each row is measured, printed under the table.
@@ -173,10 +233,16 @@ fn method(bench: &Bench) -> Vec<String> {
             THROUGHPUT_BYTES / 1_000_000
         ),
         format!(
-            "**idle RSS**: VmRSS from `/proc/<pid>/status` of the supervisor of a `bash --norc` \
-             session, {} s after its prompt was drawn, nobody attached. For tmux, the server \
-             holding the same single session (one tmux server holds many sessions; a \
-             supervisor holds one).",
+            "**idle memory**: 1, 10 and 50 `bash --norc` sessions started one after another, \
+             each waited for until its prompt was drawn, then read together {} s after the \
+             last prompt, nobody attached: `Rss` and `Pss` from `/proc/<pid>/smaps_rollup` of \
+             each supervisor (one process per session) and of the one tmux server holding the \
+             same sessions. The shells are alike on both sides and not counted. RSS counts every \
+             page a process maps, also those it shares with other processes (the executable, \
+             libc); PSS divides each page by the number of processes mapping it, so summed \
+             over the supervisors, the executable pages they share count once: the sum of PSS \
+             is what the sessions together cost the machine. Where a supervisor's memory goes: \
+             [architecture.md](architecture.md#what-an-idle-supervisor-holds).",
             supervised::IDLE.as_secs()
         ),
     ]

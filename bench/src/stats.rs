@@ -95,6 +95,15 @@ pub fn size(megabytes: f64) -> Summary {
     one(Quantity::Megabytes(megabytes))
 }
 
+/// Median and p99 of sizes read from several processes.
+pub fn sizes(megabytes: &[f64]) -> Summary {
+    Summary {
+        median: Quantity::Megabytes(median(megabytes)),
+        p99: Some(Quantity::Megabytes(percentile(megabytes, 99.0))),
+        samples: megabytes.len(),
+    }
+}
+
 /// One reading of anything: a run measured once as a whole.
 pub fn one(quantity: Quantity) -> Summary {
     Summary {

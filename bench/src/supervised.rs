@@ -230,12 +230,21 @@ pub fn throughput_unwatched(bench: &Bench, run: usize) -> anyhow::Result<Duratio
     Ok(elapsed)
 }
 
-/// RSS of the supervisor of an idle `bash` session, in MB.
-pub fn idle_rss(bench: &Bench) -> anyhow::Result<f64> {
-    let session = Session::start(bench, "idle", &[("PS1", PROMPT)], SHELL)?;
-    session
-        .stream(StreamMode::Watch)?
-        .read_until(PROMPT_SHOWN.as_bytes())?;
+/// Memory of each supervisor of `count` idle `bash` sessions, read once
+/// all of them have sat untouched for [`IDLE`] after their prompt.
+pub fn idle_memory(bench: &Bench, count: usize) -> anyhow::Result<Vec<procs::Memory>> {
+    let sessions = (0..count)
+        .map(|i| {
+            let session = Session::start(bench, &format!("idle-{i}"), &[("PS1", PROMPT)], SHELL)?;
+            session
+                .stream(StreamMode::Watch)?
+                .read_until(PROMPT_SHOWN.as_bytes())?;
+            Ok(session)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     std::thread::sleep(IDLE);
-    procs::rss_mb(session.record.supervisor_pid)
+    sessions
+        .iter()
+        .map(|s| procs::memory(s.record.supervisor_pid))
+        .collect()
 }

@@ -198,11 +198,15 @@ pub fn throughput(bench: &Bench, run: usize) -> anyhow::Result<Duration> {
     Ok(start.elapsed())
 }
 
-/// RSS of a server whose one session is an idle `bash`, in MB.
-pub fn idle_rss(bench: &Bench, idle: Duration) -> anyhow::Result<f64> {
-    let server = TmuxServer::private(bench, "idle")?;
-    server.new_session("idle", &[("PS1", PROMPT)], SHELL)?;
-    server.wait_for_text("idle", PROMPT_SHOWN)?;
+/// Memory of one server holding `count` idle `bash` sessions, read once
+/// the last prompt has been shown `idle` ago.
+pub fn idle_memory(bench: &Bench, count: usize, idle: Duration) -> anyhow::Result<procs::Memory> {
+    let server = TmuxServer::private(bench, &format!("idle-{count}"))?;
+    for i in 0..count {
+        let name = format!("idle-{i}");
+        server.new_session(&name, &[("PS1", PROMPT)], SHELL)?;
+        server.wait_for_text(&name, PROMPT_SHOWN)?;
+    }
     std::thread::sleep(idle);
-    procs::rss_mb(server.pid()?)
+    procs::memory(server.pid()?)
 }

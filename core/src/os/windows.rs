@@ -358,9 +358,9 @@ pub fn detach(cmd: &mut Command) {
 /// Nothing to reset: Windows processes inherit no signal masks.
 pub fn reset_signals() {}
 
-/// Nothing to tune: the Windows heap does not have glibc's creeping mmap
-/// threshold.
-pub fn return_large_buffers_to_the_system() {}
+/// Nothing to tune: the Windows heap has neither glibc's creeping mmap
+/// threshold nor its arena per thread.
+pub fn tune_allocator() {}
 
 /// The launcher's pipe, once stdout went to the log.
 static READY: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());

@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use super::{runtime, Supervisor, SupervisorConfig};
 // The descriptor (or handle) plumbing of a detached supervisor.
 use crate::os::{
-    detach, redirect_output_to_log, redirect_stdin_to_null, reset_signals,
-    return_large_buffers_to_the_system, write_ready,
+    detach, redirect_output_to_log, redirect_stdin_to_null, reset_signals, tune_allocator,
+    write_ready,
 };
 use crate::session::{SessionPaths, SessionRecord};
 
@@ -84,7 +84,7 @@ pub fn spawn_daemon(exe: &Path, arg: &str, spec: &[u8], log: &Path) -> Result<St
 /// a `T`.
 pub fn daemon_config<T: serde::de::DeserializeOwned>() -> Option<T> {
     reset_signals();
-    return_large_buffers_to_the_system();
+    tune_allocator();
     let mut spec = Vec::new();
     if std::io::stdin().read_to_end(&mut spec).is_err() {
         return None;
