@@ -305,7 +305,7 @@ static INTERRUPT_MESSAGE: AtomicPtr<InterruptMessage> = AtomicPtr::new(std::ptr:
 /// `socket` and writes `message` there, from the signal handler itself
 /// (socket, connect, getsockopt, write and close are async-signal-safe).
 /// No thread waits for the signal: starting one was a measurable part of
-/// every `k run`. The endpoint must be ours, as for [`crate::socket::connect`].
+/// every `k run`. The endpoint must be ours (the socket layer's check).
 ///
 /// A signal goes to any thread that does not block it: call this in a
 /// single-threaded program, or with SIGINT blocked in the other threads.

@@ -316,13 +316,21 @@ unsafe extern "system" fn on_ctrl_c(kind: u32) -> BOOL {
 /// [`on_interrupt_send`] instead of ending the process.
 pub struct InterruptGuard(());
 
-/// While the guard lives, the first Ctrl-C connects to the endpoint at
-/// `socket` and writes `message` there (from the thread Windows starts for
-/// the console control handler).
+/// While the guard lives, the first Ctrl-C opens the endpoint's named pipe
+/// at `socket` and writes `message` there (from the thread Windows starts
+/// for the console control handler), identifying us as the socket layer's
+/// clients do.
 pub fn on_interrupt_send(socket: &Path, message: Vec<u8>) -> Option<InterruptGuard> {
+    use std::os::windows::fs::OpenOptionsExt as _;
+    use windows_sys::Win32::Storage::FileSystem::SECURITY_IDENTIFICATION;
     let socket = socket.to_owned();
     let interrupted = move || {
-        if let Ok(mut endpoint) = crate::socket::connect(&socket) {
+        let endpoint = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .security_qos_flags(SECURITY_IDENTIFICATION)
+            .open(&socket);
+        if let Ok(mut endpoint) = endpoint {
             let _ = endpoint.write_all(&message);
         }
     };
