@@ -504,8 +504,8 @@ fn ctrl_c_of_a_synchronous_run_interrupts_the_cell() {
             &["run", "b", "sleep 60"]
         };
         let mut run = env.spawn(K, args);
-        // `k run` blocks SIGINT before it sends the code, so once the cell
-        // runs, Ctrl-C reaches its handler.
+        // `k run` installs its SIGINT handler before it sends the code, so
+        // once the cell runs, Ctrl-C reaches it.
         let id = poll_until("the cell to run", || {
             let out = env.k(&["status", "b"]);
             let id = out

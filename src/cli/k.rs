@@ -9,7 +9,9 @@ use agent_comms_core::cells::FrameMode;
 use agent_comms_core::client::attach::{stream, StreamEnd, DEFAULT_DETACH_KEY};
 use agent_comms_core::client::{Client, ClientError};
 use agent_comms_core::paths::ensure_runtime_root;
-use agent_comms_core::session::{Liveness, Registry, SessionError, SessionKind, SessionName};
+use agent_comms_core::session::{
+    Liveness, Registry, SessionError, SessionKind, SessionName, SessionRecord,
+};
 use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{
@@ -147,14 +149,14 @@ fn live_sessions() -> Result<Vec<SessionName>, ClientError> {
 }
 
 enum Connect {
-    Ok(Client),
+    Ok(Client, SessionRecord),
     Missing,
     Failed(String),
 }
 
 fn connect(name: &SessionName) -> Connect {
     match Client::for_session(name) {
-        Ok((c, _)) => Connect::Ok(c),
+        Ok((c, record)) => Connect::Ok(c, record),
         Err(ClientError::Session(SessionError::NotFound(_)) | ClientError::Stale { .. }) => {
             Connect::Missing
         }
@@ -166,7 +168,7 @@ fn connect(name: &SessionName) -> Connect {
 /// caller prints.
 fn ask(name: &SessionName, request: Request) -> Result<Response, String> {
     match connect(name) {
-        Connect::Ok(mut c) => c.request(request).map_err(|e| e.to_string()),
+        Connect::Ok(mut c, _) => c.request(request).map_err(|e| e.to_string()),
         Connect::Missing => Err(no_session(name)),
         Connect::Failed(e) => Err(e),
     }
@@ -332,7 +334,7 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 fn kill(name: &SessionName, out: &mut dyn Write) -> i32 {
-    if let Connect::Ok(mut client) = connect(name) {
+    if let Connect::Ok(mut client, _) = connect(name) {
         let _ = client.request(Request::Kill {
             grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
         });
@@ -416,12 +418,12 @@ fn run(rest: &[String], out: &mut dyn Write) -> i32 {
             writeln!(out, "{}", reply.output.as_deref().unwrap_or(""))
         };
     };
-    let mut client = match connect(&session) {
-        Connect::Ok(c) => c,
+    let (mut client, record) = match connect(&session) {
+        Connect::Ok(c, record) => (c, record),
         Connect::Missing => return emit_error(out, args.json, &no_session(&session)),
         Connect::Failed(e) => return emit_error(out, args.json, &format!("send failed: {e}")),
     };
-    let interrupter = super::interrupt::on_ctrl_c(session.clone());
+    let interrupter = super::interrupt::on_ctrl_c(&record.socket);
     let result = client.request(Request::CellRun {
         code: args.code,
         timeout_ms: args.timeout_s * 1000,
@@ -506,7 +508,7 @@ fn notify(rest: &[String], out: &mut dyn Write) -> i32 {
     let explicit = (rest.len() >= 2)
         .then(|| SessionName::parse(&rest[0]).ok())
         .flatten()
-        .filter(|n| matches!(connect(n), Connect::Ok(_)));
+        .filter(|n| matches!(connect(n), Connect::Ok(..)));
     let (session, message) = match explicit {
         Some(s) => (Some(s), rest[1..].join(" ")),
         None => (resolve(None), rest.join(" ")),
@@ -557,7 +559,7 @@ fn status(session: &SessionName, out: &mut dyn Write) -> i32 {
 
 fn watch(session: &SessionName, out: &mut dyn Write) -> i32 {
     let mut client = match connect(session) {
-        Connect::Ok(c) => c,
+        Connect::Ok(c, _) => c,
         Connect::Missing => return err(out, &no_session(session)),
         Connect::Failed(e) => return err(out, &e),
     };
@@ -618,7 +620,7 @@ fn history(mut rest: &[String], out: &mut dyn Write) -> i32 {
 
 fn attach(session: &SessionName, out: &mut dyn Write) -> i32 {
     let client = match connect(session) {
-        Connect::Ok(c) => c,
+        Connect::Ok(c, _) => c,
         Connect::Missing => return err(out, &no_session(session)),
         Connect::Failed(e) => return err(out, &e),
     };

@@ -45,14 +45,25 @@ pub enum ClientError {
 pub struct Client {
     stream: ClientStream,
     decoder: FrameDecoder,
+    /// What each read fills: small at first, as a reply is, and grown to
+    /// [`READ_CHUNK`] once a read fills it (a stream of output). Not a 64 KiB
+    /// array on the stack: the stack probe touches such a frame page by
+    /// page, sixteen page faults for each function holding one: 32 of the
+    /// 115 a whole `k run` took.
+    read_buf: Vec<u8>,
     next_id: u32,
 }
+
+/// The first reads' size, and the most one read takes in.
+const FIRST_READ: usize = 4 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
 
 impl Client {
     pub fn connect(socket: &Path) -> std::io::Result<Self> {
         Ok(Self {
             stream: crate::socket::connect(socket)?,
             decoder: FrameDecoder::default(),
+            read_buf: vec![0; FIRST_READ],
             next_id: 1,
         })
     }
@@ -106,24 +117,30 @@ impl Client {
     }
 
     pub fn read_frame(&mut self) -> Result<Frame, ClientError> {
-        let mut buf = [0u8; 64 * 1024];
         loop {
             if let Some(frame) = self.decoder.next_frame()? {
                 return Ok(frame);
             }
-            let n = self.stream.read(&mut buf)?;
-            if n == 0 {
+            if self.read_some()? == 0 {
                 return Err(ClientError::Closed);
             }
-            self.decoder.push(&buf[..n]);
         }
+    }
+
+    /// One read into the decoder; 0 at the end of the stream.
+    fn read_some(&mut self) -> std::io::Result<usize> {
+        let n = self.stream.read(&mut self.read_buf)?;
+        self.decoder.push(&self.read_buf[..n]);
+        if n == self.read_buf.len() && n < READ_CHUNK {
+            self.read_buf.resize(READ_CHUNK, 0);
+        }
+        Ok(n)
     }
 
     /// Like [`Self::read_frame`], but gives up at `deadline`: `None` when
     /// no whole frame arrived by then. For waits that must end (a tool call
     /// with a timeout) on a connection the supervisor pushes events on.
     pub fn read_frame_until(&mut self, deadline: Instant) -> Result<Option<Frame>, ClientError> {
-        let mut buf = [0u8; 64 * 1024];
         loop {
             if let Some(frame) = self.decoder.next_frame()? {
                 return Ok(Some(frame));
@@ -133,11 +150,11 @@ impl Client {
                 return Ok(None);
             }
             self.stream.set_read_timeout(Some(left))?;
-            let read = self.stream.read(&mut buf);
+            let read = self.read_some();
             self.stream.set_read_timeout(None)?;
             match read {
                 Ok(0) => return Err(ClientError::Closed),
-                Ok(n) => self.decoder.push(&buf[..n]),
+                Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     return Ok(None)
                 }

@@ -7,6 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal};
@@ -283,29 +284,133 @@ pub fn watch_resizes(mut resized: impl FnMut(u16, u16) -> bool + Send + 'static)
     });
 }
 
-/// While alive, Ctrl-C (SIGINT) runs the callback given to [`on_interrupt`]
-/// instead of ending the process.
+/// While alive, the first Ctrl-C (SIGINT) sends a message instead of ending
+/// the process; a second one ends it.
 pub struct InterruptGuard {
-    set: SigSet,
+    previous: libc::sigaction,
 }
 
-/// SIGINT is blocked in this thread (and the threads it spawns later) and
-/// one thread takes it with sigwait, once, and calls `interrupted`.
-pub fn on_interrupt(interrupted: impl FnOnce() + Send + 'static) -> Option<InterruptGuard> {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.thread_block().ok()?;
-    std::thread::spawn(move || {
-        if set.wait().is_ok() {
-            interrupted();
+/// What the SIGINT handler sends, built beforehand: a handler may only make
+/// async-signal-safe calls, so it allocates nothing and takes no lock.
+struct InterruptMessage {
+    address: libc::sockaddr_un,
+    address_len: libc::socklen_t,
+    bytes: Vec<u8>,
+}
+
+/// The live guard's message; null when there is none.
+static INTERRUPT_MESSAGE: AtomicPtr<InterruptMessage> = AtomicPtr::new(std::ptr::null_mut());
+
+/// While the guard lives, the first Ctrl-C connects to the Unix socket at
+/// `socket` and writes `message` there, from the signal handler itself
+/// (socket, connect, getsockopt, write and close are async-signal-safe).
+/// No thread waits for the signal: starting one was a measurable part of
+/// every `k run`. The endpoint must be ours (the socket layer's check).
+///
+/// A signal goes to any thread that does not block it: call this in a
+/// single-threaded program, or with SIGINT blocked in the other threads.
+/// `None` when there is already a guard, when the path does not fit a
+/// socket address, or when SIGINT is ignored (a background job's Ctrl-C is
+/// not meant for it).
+pub fn on_interrupt_send(socket: &Path, message: Vec<u8>) -> Option<InterruptGuard> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain data; all zeros is a valid value.
+    let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    address.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let path = socket.as_os_str().as_bytes();
+    if path.len() >= address.sun_path.len() {
+        return None;
+    }
+    for (to, from) in address.sun_path.iter_mut().zip(path) {
+        *to = *from as libc::c_char;
+    }
+    let message = Box::into_raw(Box::new(InterruptMessage {
+        address,
+        address_len: std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        bytes: message,
+    }));
+    let installed = INTERRUPT_MESSAGE.compare_exchange(
+        std::ptr::null_mut(),
+        message,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    if installed.is_err() {
+        // SAFETY: `message` came from Box::into_raw above and was not shared.
+        drop(unsafe { Box::from_raw(message) });
+        return None;
+    }
+    // SAFETY: sigaction is plain data; the handler makes only
+    // async-signal-safe calls.
+    let previous = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = send_interrupt as *const () as libc::sighandler_t;
+        // The waiting read resumes once the handler has sent the message.
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGINT, &action, &mut previous);
+        previous
+    };
+    let guard = InterruptGuard { previous };
+    (guard.previous.sa_sigaction != libc::SIG_IGN).then_some(guard)
+}
+
+extern "C" fn send_interrupt(_: libc::c_int) {
+    // SAFETY: only async-signal-safe calls; the message stays allocated
+    // until the guard is dropped, after it has taken this handler away.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        let Some(message) = INTERRUPT_MESSAGE.load(Ordering::SeqCst).as_ref() else {
+            return;
+        };
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return;
         }
-    });
-    Some(InterruptGuard { set })
+        let address = (&message.address as *const libc::sockaddr_un).cast::<libc::sockaddr>();
+        if libc::connect(fd, address, message.address_len) == 0 && peer_is_me(fd) {
+            let bytes = &message.bytes;
+            let _ = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        }
+        libc::close(fd);
+    }
+}
+
+/// Whether the process listening at the other end of `fd` runs as us
+/// (async-signal-safe: one getsockopt).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn peer_is_me(fd: libc::c_int) -> bool {
+    // SAFETY: ucred is plain data; getsockopt writes at most `len` bytes.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        let got = libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        );
+        got == 0 && cred.uid == libc::geteuid()
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn peer_is_me(fd: libc::c_int) -> bool {
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: getpeereid writes two ids into locals we own.
+    unsafe { libc::getpeereid(fd, &mut uid, &mut gid) == 0 && uid == libc::geteuid() }
 }
 
 impl Drop for InterruptGuard {
     fn drop(&mut self) {
-        let _ = self.set.thread_unblock();
+        // SAFETY: restores the disposition saved in `on_interrupt_send`;
+        // once the handler is gone, nothing reads the message.
+        unsafe { libc::sigaction(libc::SIGINT, &self.previous, std::ptr::null_mut()) };
+        let message = INTERRUPT_MESSAGE.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        // SAFETY: the pointer came from Box::into_raw in `on_interrupt_send`.
+        drop(unsafe { Box::from_raw(message) });
     }
 }
 

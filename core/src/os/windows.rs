@@ -312,11 +312,28 @@ unsafe extern "system" fn on_ctrl_c(kind: u32) -> BOOL {
     }
 }
 
-/// While alive, the first Ctrl-C runs the callback given to
-/// [`on_interrupt`] instead of ending the process.
+/// While alive, the first Ctrl-C sends the message given to
+/// [`on_interrupt_send`] instead of ending the process.
 pub struct InterruptGuard(());
 
-pub fn on_interrupt(interrupted: impl FnOnce() + Send + 'static) -> Option<InterruptGuard> {
+/// While the guard lives, the first Ctrl-C opens the endpoint's named pipe
+/// at `socket` and writes `message` there (from the thread Windows starts
+/// for the console control handler), identifying us as the socket layer's
+/// clients do.
+pub fn on_interrupt_send(socket: &Path, message: Vec<u8>) -> Option<InterruptGuard> {
+    use std::os::windows::fs::OpenOptionsExt as _;
+    use windows_sys::Win32::Storage::FileSystem::SECURITY_IDENTIFICATION;
+    let socket = socket.to_owned();
+    let interrupted = move || {
+        let endpoint = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .security_qos_flags(SECURITY_IDENTIFICATION)
+            .open(&socket);
+        if let Ok(mut endpoint) = endpoint {
+            let _ = endpoint.write_all(&message);
+        }
+    };
     *INTERRUPTED.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(interrupted));
     // SAFETY: registers a handler function that lives as long as the program.
     if unsafe { SetConsoleCtrlHandler(Some(on_ctrl_c), 1) } == 0 {
@@ -328,7 +345,7 @@ pub fn on_interrupt(interrupted: impl FnOnce() + Send + 'static) -> Option<Inter
 
 impl Drop for InterruptGuard {
     fn drop(&mut self) {
-        // SAFETY: removes the handler registered in `on_interrupt`.
+        // SAFETY: removes the handler registered in `on_interrupt_send`.
         unsafe { SetConsoleCtrlHandler(Some(on_ctrl_c), 0) };
         INTERRUPTED.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
