@@ -149,16 +149,23 @@ impl World {
     /// counts or suggestions; not the continuation that brings a tool's
     /// result) end with `text`: each turn started with it makes one.
     pub fn turns_with(&self, text: &str) -> usize {
-        self.requests()
+        self.turn_prompts()
             .iter()
+            .filter(|p| p.trim().ends_with(text))
+            .count()
+    }
+
+    /// The prompts of the model requests that start a turn (see
+    /// [`World::turns_with`]), read from the log once.
+    pub fn turn_prompts(&self) -> Vec<String> {
+        self.requests()
+            .into_iter()
             .filter(|r| {
                 r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
                     && r["tool_result"].is_null()
-                    && r["prompt"]
-                        .as_str()
-                        .is_some_and(|p| p.trim().ends_with(text))
             })
-            .count()
+            .filter_map(|r| r["prompt"].as_str().map(str::to_owned))
+            .collect()
     }
 
     /// A summary of the mock's log, for failure messages.
