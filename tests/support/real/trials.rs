@@ -60,7 +60,13 @@ impl Trials {
         let prompts = w.turn_prompts();
         self.texts
             .iter()
-            .filter(|t| prompts.iter().filter(|p| p.trim().ends_with(t.as_str())).count() != 1)
+            .filter(|t| {
+                prompts
+                    .iter()
+                    .filter(|p| p.trim().ends_with(t.as_str()))
+                    .count()
+                    != 1
+            })
             .map(String::as_str)
             .collect()
     }
