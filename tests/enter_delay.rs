@@ -92,18 +92,19 @@ fn experiment(cli: Cli, test: &str) {
         .collect();
     let mut table = format!(
         "{} (paste), {n} trials per delay\n\n\
-         | Enter delay | submitted by the first Enter | only by another | lost | not exactly once at the model | call → submitted, median (after the previous turn) |\n\
-         |---:|---:|---:|---:|---:|---:|\n",
+         | Enter delay | submitted by the first Enter | only by another | lost | not exactly once at the model | sent with the next one | call → submitted, median (after the previous turn) |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
         cli.program()
     );
     for (delay, t) in &measured {
         writeln!(
             table,
-            "| {delay} ms | {} of {n} | {} | {} | {} | {:.0} ms |",
+            "| {delay} ms | {} of {n} | {} | {} | {} | {} | {:.0} ms |",
             t.at_once,
             t.pressed_again,
             t.lost.len(),
             t.not_once(&w).len(),
+            t.merged(&w).len(),
             t.median_ms()
         )
         .unwrap();

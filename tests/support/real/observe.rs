@@ -121,10 +121,14 @@ impl World {
         }
     }
 
+    /// The mock server's log as it is now.
+    pub fn mock_log_text(&self) -> String {
+        fs::read_to_string(&self.mock_log).unwrap_or_default()
+    }
+
     /// Every request the mock server answered so far (its log file).
     pub fn requests(&self) -> Vec<Value> {
-        fs::read_to_string(&self.mock_log)
-            .unwrap_or_default()
+        self.mock_log_text()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()

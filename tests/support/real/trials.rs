@@ -48,25 +48,47 @@ impl Trials {
             }
             trials.texts.push(text);
         }
+        // A CLI may ask the model a moment after the Enter (opencode draws
+        // its turn late, and reads idle meanwhile): the last text's request
+        // first, then idle.
+        if let Some(last) = trials.texts.last() {
+            w.wait_request(last, TURN);
+        }
         w.wait_activity(id, "idle", TURN, "after the last trial");
         trials.took_ms.sort_by(f64::total_cmp);
         trials
     }
 
-    /// The texts that did not reach the model as exactly one turn.
+    /// The texts that did not reach the model exactly once: that started
+    /// more than one turn, or that no request holds at all. A text a CLI
+    /// queued and sent in the same request as the next one (opencode does
+    /// that with prompts typed before its first turn reaches the model) was
+    /// delivered once, though it started no turn of its own.
     pub fn not_once<'a>(&'a self, w: &World) -> Vec<&'a str> {
         // One read of the mock's log: it holds every request's whole
         // conversation, so it grows with the square of the trials.
         let prompts = w.turn_prompts();
+        let log = w.mock_log_text();
         self.texts
             .iter()
             .filter(|t| {
-                prompts
+                let turns = prompts
                     .iter()
                     .filter(|p| p.trim().ends_with(t.as_str()))
-                    .count()
-                    != 1
+                    .count();
+                turns > 1 || turns == 0 && !log.contains(&format!("\"{t}\""))
             })
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The texts that started no turn of their own but went to the model
+    /// with the next one.
+    pub fn merged<'a>(&'a self, w: &World) -> Vec<&'a str> {
+        let prompts = w.turn_prompts();
+        self.texts
+            .iter()
+            .filter(|t| !prompts.iter().any(|p| p.trim().ends_with(t.as_str())))
             .map(String::as_str)
             .collect()
     }
