@@ -63,11 +63,9 @@ pub struct Observation {
     /// (rows, cols) of the screen.
     pub size: (u16, u16),
     pub bracketed_paste: bool,
-    /// When the terminal was last resized, if ever.
+    /// When the terminal was last resized, if ever: the rows then move
+    /// and are cut until the program redraws.
     pub resized_at: Option<Instant>,
-    /// Whether the program has written anything since that resize: until
-    /// it redraws, the screen shows the old rows cut to the new size.
-    pub drawn_since_resize: bool,
 }
 
 /// How to type into one program.
@@ -384,7 +382,7 @@ impl DeliveryCoordinator {
             self.settle(enter_deadline).await;
         }
         let entered_at = unix_millis();
-        let typed = Typed::seen(&term.observe(), needle);
+        let mut typed = Typed::seen(&term.observe(), needle);
         for press in 1..=MAX_ENTER_PRESSES {
             term.write(input.enter.as_bytes().to_vec());
             *enters += 1;
@@ -612,23 +610,26 @@ impl Typed {
     /// no longer does; or, when it never showed it, the input line or the
     /// number of times the screen shows the text changed.
     ///
-    /// A resize since moves and cuts the rows, which is no submission: until
-    /// the program has redrawn, nothing but busy counts, and after, only the
-    /// text's end leaving the input line does (the rest compares rows laid
-    /// out for the old size). The soak found a resize between Enter and the
-    /// program reading it taken for the submission.
-    fn submitted(&self, o: &Observation, needle: &str) -> bool {
+    ///
+    /// A resize since moves and cuts the rows, which is no submission (the
+    /// soak found a resize between Enter and the program reading it taken
+    /// for one, and then a redraw that came in pieces): after a resize only
+    /// busy counts, until the input line shows the text's end again — then
+    /// that look is the one a submission changes.
+    fn submitted(&mut self, o: &Observation, needle: &str) -> bool {
         if o.raw == Activity::Busy {
             return true;
         }
-        let resized = o.resized_at != self.resized_at;
-        if resized && !o.drawn_since_resize {
+        if o.resized_at != self.resized_at {
+            if self.in_input_line && holds_tail(o, needle) {
+                *self = Self::seen(o, needle);
+            }
             return false;
         }
         if self.in_input_line {
             return !holds_tail(o, needle);
         }
-        !resized && (o.input != self.input || occurrences(&o.screen, needle) != self.on_screen)
+        o.input != self.input || occurrences(&o.screen, needle) != self.on_screen
     }
 }
 
@@ -636,7 +637,7 @@ impl Typed {
 mod tests {
     use super::*;
 
-    fn looking_at(input: &str, resized_at: Option<Instant>, drawn: bool) -> Observation {
+    fn looking_at(input: &str, resized_at: Option<Instant>) -> Observation {
         Observation {
             activity: Activity::Idle,
             raw: Activity::Idle,
@@ -647,24 +648,26 @@ mod tests {
             size: (24, 80),
             bracketed_paste: true,
             resized_at,
-            drawn_since_resize: drawn,
         }
     }
 
     /// A resize between Enter and the program reading it cuts the input
-    /// line's rows: that is no submission until the program redrew.
+    /// line's rows: that is no submission, nor is a redraw that has not yet
+    /// reached the input line; once the text shows again, its leaving is.
     #[test]
     fn a_resize_is_not_taken_for_the_submission() {
         let text = "please review the change";
         let needle = echo_needle(text, (24, 80));
         let needle = needle.as_str();
-        let typed = Typed::seen(&looking_at(text, None, true), needle);
+        let mut typed = Typed::seen(&looking_at(text, None), needle);
         assert!(typed.in_input_line);
         let resized = Some(Instant::now());
-        assert!(!typed.submitted(&looking_at("", resized, false), needle));
-        assert!(!typed.submitted(&looking_at(text, resized, true), needle));
-        assert!(typed.submitted(&looking_at("", resized, true), needle));
-        assert!(typed.submitted(&looking_at("", None, true), needle));
+        assert!(!typed.submitted(&looking_at("", resized), needle));
+        assert!(!typed.submitted(&looking_at("", resized), needle));
+        assert!(!typed.submitted(&looking_at(text, resized), needle));
+        assert!(typed.submitted(&looking_at("", resized), needle));
+        let mut unresized = Typed::seen(&looking_at(text, None), needle);
+        assert!(unresized.submitted(&looking_at("", None), needle));
     }
 
     #[test]

@@ -43,7 +43,6 @@ impl Terminal for Shared {
             size: state.model.size(),
             bracketed_paste: state.model.bracketed_paste(),
             resized_at: state.resized_at,
-            drawn_since_resize: state.resized_at.is_none_or(|r| state.last_output > r),
         }
     }
 
