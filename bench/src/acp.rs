@@ -288,7 +288,7 @@ fn overhead_rows(acp: &Measured, pty: &Measured) -> Vec<Row> {
         Row::new(
             received,
             "interactive (PTY): the fake claude submits it (its log, whole ms; after the \
-             bracketed paste, the echo check and the profile's 100 ms Enter delay)",
+             bracketed paste, the echo check and the profile's Enter delay)",
             of(pty, |s| latencies(&s.received)),
         ),
         Row::new(
