@@ -370,18 +370,22 @@ fn opencode_takes_twenty_deliveries_each_once() {
     twenty_deliveries_land_once(Cli::Opencode, "opencode_takes_twenty_deliveries_each_once");
 }
 
-/// Ten messages that come while the real CLI works reach it as one
-/// notification naming all ten — one turn of the model, not ten — though
-/// the line is longer than the CLI's input box is wide (it wraps, and the
-/// echo check still holds), and each message is DELIVERED.
+/// Ten messages waiting for the real CLI reach it as one notification
+/// naming all ten — one turn of the model, not ten — though the line is
+/// longer than the CLI's input box is wide (it wraps, and the echo check
+/// still holds), and each message is DELIVERED. They are queued while the
+/// runtime is offline, so the batch does not depend on how fast ten sends
+/// run; that nothing is taken while the agent works is the fakes' test
+/// (tests/interactive.rs).
 fn a_burst_is_one_turn(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
     };
-    let mut served = start_served(&w);
-    // Seven seconds of work: the messages come meanwhile.
-    w.deliver(ID, "think it over THINK=1 SLOW=6", 20)
-        .unwrap_or_else(|e| panic!("[{test}] deliver failed: {e}\n{}", w.report(ID)));
+    let (ok, out, err) = w.ac(
+        &["--actor", ID, "runtime", "configure", "--id", ID],
+        Duration::from_secs(20),
+    );
+    assert!(ok, "[{test}] runtime configure failed: {out}{err}");
     let ids: Vec<String> = (0..10)
         .map(|i| {
             let text = format!("burst message {i}");
@@ -395,6 +399,7 @@ fn a_burst_is_one_turn(cli: Cli, test: &str) {
             inv["id"].as_str().unwrap_or_default().to_owned()
         })
         .collect();
+    let mut served = w.serve(ID, &[], &[]);
     let note = format!(
         "[agent-comms] 10 messages from bob; read them with: agent-comms message show {}",
         ids.join(" ")
@@ -933,6 +938,36 @@ fn k(w: &World, args: &[&str]) -> String {
 /// python session started beforehand with `k new` (the second reads what
 /// the first defined), `session_snapshot` of that session's screen, and
 /// `message_send` to another agent, stored as sent by this runtime's agent.
+/// Until a turn's request offers the model `tool`: Claude Code takes
+/// prompts before its MCP servers are connected, and then offers
+/// `WaitForMcpServers` instead of their tools (seen on a loaded machine).
+/// Each look is a greeting turn of its own.
+fn wait_until_offered(w: &World, tool: &str) {
+    let deadline = Instant::now() + START;
+    for n in 0.. {
+        let text = format!("hello {n}");
+        let before = w.requests().len();
+        w.deliver(ID, &text, 20)
+            .unwrap_or_else(|e| panic!("[{}] deliver failed: {e}", w.test));
+        w.wait_request(&text, TURN);
+        w.wait_activity(ID, "idle", TURN, "after the greeting");
+        let offered = w.requests().into_iter().skip(before).any(|r| {
+            r["body"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == tool))
+        });
+        if offered {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "[{}] no request offered {tool}:\n{}",
+            w.test,
+            w.requests_summary()
+        );
+    }
+}
+
 fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
     let Some(w) = World::new(cli, test) else {
         return;
@@ -943,6 +978,9 @@ fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
     );
     let mut served = w.serve(ID, &["--mcp"], &[]);
     w.wait_activity(ID, "idle", START, "start-up");
+    if cli == Cli::Claude {
+        wait_until_offered(&w, &mcp_tool(cli, "cell_run"));
+    }
     let result = |tool: &str, args: Value| {
         let follow_up = call_through_the_model(&w, "use", &mcp_tool(cli, tool), &args);
         follow_up["tool_result"]
