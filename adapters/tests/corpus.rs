@@ -207,7 +207,7 @@ fn replay(path: &Path) -> Result<usize, Vec<String>> {
             cursor_row: model.cursor().0,
             foreground: "",
         };
-        monitor.observe(&view, now, None)
+        monitor.observe(&view, now, || None)
     };
     let checkpoints = checkpoints(&cast);
     let mut outputs = cast.events.iter().filter(|e| e.kind == "o").peekable();
@@ -314,7 +314,7 @@ fn a_detector_that_reads_only_the_screen_misreads_codex() {
         cursor_row: model.cursor().0,
         foreground: "",
     };
-    let report = monitor.observe(&view, Instant::now(), None);
+    let report = monitor.observe(&view, Instant::now(), || None);
     assert_eq!(
         report.by,
         agent_comms_core::adapter::monitor::Classifier::Rules

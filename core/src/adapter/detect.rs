@@ -60,39 +60,43 @@ impl Rules {
 
     /// The raw classification of one screen (no debounce).
     pub fn classify(&self, view: &ScreenView<'_>) -> Activity {
-        let mut busy = false;
-        let mut idle = false;
-        for kind in [
-            SignalKind::Screen,
-            SignalKind::Title,
-            SignalKind::Osc,
-            SignalKind::Process,
-        ] {
-            let said: Vec<Activity> = self
-                .rules
-                .iter()
-                .filter(|r| r.kind == kind && r.matches(view))
-                .map(|r| r.state)
-                .collect();
-            busy |= said.contains(&Activity::Busy);
-            idle |= said.contains(&Activity::Idle);
+        self.read(view).activity
+    }
+
+    /// [`Rules::classify`], and whether its idle comes from an
+    /// authoritative rule (then it needs no debounce), in one pass.
+    pub fn read(&self, view: &ScreenView<'_>) -> Reading {
+        let (mut busy, mut idle, mut authoritative) = (false, false, false);
+        for rule in self.rules.iter().filter(|r| r.matches(view)) {
+            match rule.state {
+                Activity::Busy => busy = true,
+                Activity::Idle => {
+                    idle = true;
+                    authoritative |= rule.authoritative;
+                }
+                Activity::Unknown => {}
+            }
         }
-        match (busy, idle) {
+        let activity = match (busy, idle) {
             (true, _) => Activity::Busy,
             (false, true) => Activity::Idle,
             (false, false) => Activity::Unknown,
+        };
+        Reading {
+            activity,
+            authoritative: activity == Activity::Idle && authoritative,
         }
     }
 }
 
-impl Rules {
-    /// Whether an authoritative idle rule applies to `view`: with
-    /// [`Rules::classify`] idle, the idle needs no debounce.
-    pub fn idle_is_authoritative(&self, view: &ScreenView<'_>) -> bool {
-        self.rules
-            .iter()
-            .any(|r| r.authoritative && r.state == Activity::Idle && r.matches(view))
-    }
+/// What the rules read on one screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// Busy when any rule says busy, idle when one says idle and none busy.
+    pub activity: Activity,
+    /// The idle comes from a rule marked `authoritative`: the program's own
+    /// word that its turn ended.
+    pub authoritative: bool,
 }
 
 fn compile(rule: &Rule) -> Result<Vec<CompiledRule>, regex::Error> {
@@ -195,7 +199,7 @@ impl BusyDetector {
 
     /// Feeds one raw classification made at `now`; returns the debounced
     /// one. `authoritative`: the idle is the program's own word (see
-    /// [`Rules::idle_is_authoritative`]), taken without the debounce.
+    /// [`Reading::authoritative`]), taken without the debounce.
     pub fn observe(&mut self, now: Instant, raw: Activity, authoritative: bool) -> Activity {
         match raw {
             Activity::Busy => {
@@ -347,10 +351,10 @@ screen = \"^› \"
         let lines = vec!["› Ask Codex to do anything".to_owned()];
         let working = vec![b"7501;state=working:app=codex".to_vec()];
         let done = vec![b"7501;state=done:app=codex".to_vec()];
-        assert!(r.idle_is_authoritative(&view(&lines, "", &done)));
-        assert!(!r.idle_is_authoritative(&view(&lines, "", &working)));
+        assert!(r.read(&view(&lines, "", &done)).authoritative);
+        assert!(!r.read(&view(&lines, "", &working)).authoritative);
         // The composer alone says idle, but not authoritatively.
-        assert!(!r.idle_is_authoritative(&view(&lines, "", &[])));
+        assert!(!r.read(&view(&lines, "", &[])).authoritative);
 
         let mut d = BusyDetector::new(r.debounce());
         let t0 = Instant::now();

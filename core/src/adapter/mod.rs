@@ -32,7 +32,7 @@ pub mod version;
 use serde::{Deserialize, Serialize};
 
 pub use command::program_of;
-pub use detect::{BusyDetector, Rules};
+pub use detect::{BusyDetector, Reading, Rules};
 pub use profile::{AcpQuirks, AcpSpec, Profile, ProfileError};
 pub use registry::{AdapterRegistry, Entry, Source};
 

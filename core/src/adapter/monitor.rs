@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::detect::{BusyDetector, Rules};
+use super::detect::{BusyDetector, Reading, Rules};
 use super::hooks::{PluginError, PluginHooks};
 use super::profile::Profile;
 use super::{Activity, ScreenView};
@@ -101,28 +101,28 @@ impl ActivityMonitor {
         }
     }
 
-    /// Classifies `view` as seen at `now`. `reported`: what the program
-    /// itself says it is doing (its own state file), when it says — its
-    /// busy is busy, and its idle, with the screen not saying busy, is
-    /// authoritative.
+    /// Classifies `view` as seen at `now`. `reported` reads what the program
+    /// itself says it is doing (its own state file), when it says: its busy
+    /// is busy, and its idle, with the screen not saying busy, is
+    /// authoritative. It is read only when the screen does not already say
+    /// busy, which it could not change.
     pub fn observe(
         &mut self,
         view: &ScreenView<'_>,
         now: Instant,
-        reported: Option<Activity>,
+        reported: impl FnOnce() -> Option<Activity>,
     ) -> ActivityReport {
         let (screen, by) = self.classify(view);
+        let reported = match screen.activity {
+            Activity::Busy => None,
+            _ => reported(),
+        };
         let raw = match reported {
             Some(Activity::Busy) => Activity::Busy,
-            _ => screen,
+            _ => screen.activity,
         };
-        let authoritative = raw == Activity::Idle
-            && (reported == Some(Activity::Idle)
-                || by == Classifier::Rules
-                    && self
-                        .rules
-                        .as_ref()
-                        .is_some_and(|r| r.idle_is_authoritative(view)));
+        let authoritative =
+            raw == Activity::Idle && (screen.authoritative || reported == Some(Activity::Idle));
         let activity = self.detector.observe(now, raw, authoritative);
         let unknown_for_ms = match activity {
             Activity::Unknown => {
@@ -144,10 +144,16 @@ impl ActivityMonitor {
         }
     }
 
-    fn classify(&mut self, view: &ScreenView<'_>) -> (Activity, Classifier) {
+    fn classify(&mut self, view: &ScreenView<'_>) -> (Reading, Classifier) {
         if let Some(plugin) = self.plugin.as_mut() {
             match plugin.classify(view) {
-                Ok(activity) => return (activity, Classifier::Plugin),
+                Ok(activity) => {
+                    let reading = Reading {
+                        activity,
+                        authoritative: false,
+                    };
+                    return (reading, Classifier::Plugin);
+                }
                 Err(e) => {
                     tracing::error!("{e}; the session goes on with the profile's rules");
                     self.plugin_error = Some(e.to_string());
@@ -156,8 +162,14 @@ impl ActivityMonitor {
             }
         }
         match &self.rules {
-            Some(rules) => (rules.classify(view), Classifier::Rules),
-            None => (Activity::Unknown, Classifier::Nothing),
+            Some(rules) => (rules.read(view), Classifier::Rules),
+            None => (
+                Reading {
+                    activity: Activity::Unknown,
+                    authoritative: false,
+                },
+                Classifier::Nothing,
+            ),
         }
     }
 }
@@ -187,7 +199,7 @@ mod tests {
         let mut monitor = ActivityMonitor::new("t", Ok(&profile), None);
         let look = |monitor: &mut ActivityMonitor, row: &str, at| {
             let lines = [row.to_owned()];
-            monitor.observe(&screen_of(&lines), at, None)
+            monitor.observe(&screen_of(&lines), at, || None)
         };
         let t0 = Instant::now();
         assert_eq!(look(&mut monitor, "Sign in", t0).unknown_for_ms, Some(0));
@@ -211,7 +223,9 @@ mod tests {
         let mut monitor = ActivityMonitor::new("t", Ok(&profile), None);
         let mut look = |row: &str, at, reported| {
             let lines = [row.to_owned()];
-            monitor.observe(&screen_of(&lines), at, reported).activity
+            monitor
+                .observe(&screen_of(&lines), at, || reported)
+                .activity
         };
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);

@@ -258,7 +258,8 @@ impl State {
             cursor_row: self.model.cursor().0,
             foreground: &foreground,
         };
-        let reported = self.reports.as_ref().and_then(|read| read());
+        let reports = &self.reports;
+        let reported = || reports.as_ref().and_then(|read| read());
         Ok(monitor.observe(&view, std::time::Instant::now(), reported))
     }
 
