@@ -163,8 +163,8 @@ impl State {
         record: SessionRecord,
         pty: PtyProcess,
         notes: mpsc::UnboundedSender<EngineNote>,
+        input: &Input,
     ) -> Self {
-        let input = adapter_input(config.adapter.as_ref());
         let mut model = ScreenModel::new(config.spawn.rows, config.spawn.cols);
         model.set_answer_queries(true);
         let mut cells = config
@@ -407,20 +407,23 @@ impl Supervisor {
         let (events_tx, events) = mpsc::channel(PTY_QUEUE);
         let (pty, record) = start_child(&config, &paths, events_tx)?;
         let (notes_tx, notes) = mpsc::unbounded_channel();
-        let state = State::new(&config, record.clone(), pty, notes_tx);
-        let (exit_tx, exit) = watch::channel(None);
-        let (terminate, terminate_rx) = mpsc::unbounded_channel();
-        let (output, _) = broadcast::channel(CLIENT_BUFFER);
-        let changed = Arc::new(Notify::new());
+        // One parse for the input line and the delivery style; the
+        // profile was validated when it loaded.
         let profile = config
             .adapter
             .as_ref()
             .and_then(|s| Profile::parse(&s.source, &s.text).ok());
+        let input = profile
+            .as_ref()
+            .map(|p| p.input.clone())
+            .unwrap_or_default();
+        let state = State::new(&config, record.clone(), pty, notes_tx, &input);
+        let (exit_tx, exit) = watch::channel(None);
+        let (terminate, terminate_rx) = mpsc::unbounded_channel();
+        let (output, _) = broadcast::channel(CLIENT_BUFFER);
+        let changed = Arc::new(Notify::new());
         let style = DeliveryStyle {
-            input: profile
-                .as_ref()
-                .map(|p| p.input.clone())
-                .unwrap_or_default(),
+            input,
             shows_busy_within: Duration::from_millis(
                 profile
                     .as_ref()
@@ -637,13 +640,6 @@ impl Supervisor {
         let _ = self.exit_tx.send(Some(info.clone()));
         self.registry.remove_files(&self.paths, &self.record.socket);
     }
-}
-
-/// How to type into the program: its adapter's `[input]`, or the defaults.
-fn adapter_input(spec: Option<&AdapterSpec>) -> Input {
-    spec.and_then(|s| Profile::parse(&s.source, &s.text).ok())
-        .map(|p| p.input)
-        .unwrap_or_default()
 }
 
 pub(crate) fn write_record(paths: &SessionPaths, record: &SessionRecord) -> std::io::Result<()> {
