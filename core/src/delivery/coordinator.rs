@@ -231,21 +231,18 @@ impl DeliveryCoordinator {
 
     /// Why delivery must wait now, if it must.
     fn blocker(&self, o: &Observation) -> Option<&'static str> {
+        let turn_not_shown = self.turn_not_shown_yet(o);
         if o.keyboard_quiet
             .is_some_and(|q| q < self.style.keyboard_quiet)
         {
             return Some("a person is typing");
-        }
-        if o.raw == Activity::Busy {
-            // The program showed the turn it was given.
-            *self.lock_submitted() = None;
         }
         match o.activity {
             Activity::Busy => return Some("the program is busy"),
             Activity::Unknown => return Some(UNREADABLE),
             Activity::Idle => {}
         }
-        if self.turn_not_shown_yet() {
+        if turn_not_shown {
             return Some("the program has not shown the turn it was just given");
         }
         match &o.input {
@@ -266,17 +263,18 @@ impl DeliveryCoordinator {
     }
 
     /// Whether the last submission is recent and the program has not shown
-    /// busy since: a program that draws its turn late looks idle meanwhile.
-    fn turn_not_shown_yet(&self) -> bool {
+    /// busy since (`o` is the latest look): a program that draws its turn
+    /// late looks idle meanwhile. Forgets the submission once it showed, or
+    /// once [`DeliveryStyle::shows_busy_within`] passed.
+    fn turn_not_shown_yet(&self, o: &Observation) -> bool {
         let mut submitted = self.lock_submitted();
-        match *submitted {
-            Some(at) if at.elapsed() < self.style.shows_busy_within => true,
-            Some(_) => {
-                *submitted = None;
-                false
-            }
-            None => false,
+        let waiting = submitted.is_some_and(|at| {
+            o.raw != Activity::Busy && at.elapsed() < self.style.shows_busy_within
+        });
+        if !waiting {
+            *submitted = None;
         }
+        waiting
     }
 
     fn lock_submitted(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -609,7 +607,6 @@ impl Typed {
     /// The program went busy; or the input line that showed the text's end
     /// no longer does; or, when it never showed it, the input line or the
     /// number of times the screen shows the text changed.
-    ///
     ///
     /// A resize since moves and cuts the rows, which is no submission (the
     /// soak found a resize between Enter and the program reading it taken
