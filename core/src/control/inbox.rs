@@ -221,13 +221,13 @@ impl<T: Target> Inbox<T> {
             match Named::new(inv) {
                 Ok(n) => {
                     named.push(n);
-                    attempts.push(attempt.id);
+                    attempts.push((attempt.id, inv.id.clone()));
                 }
                 Err(e) => {
                     let reason = format!("not typed, and it never can be: {e}");
-                    self.finish(&[attempt.id], AttemptResult::Undeliverable(reason))
+                    let never = AttemptResult::Undeliverable(reason);
+                    self.finish(vec![(attempt.id, inv.id.clone())], never)
                         .await?;
-                    self.announce(&inv.id).await?;
                 }
             }
         }
@@ -239,38 +239,39 @@ impl<T: Target> Inbox<T> {
             Ok(evidence) => AttemptResult::Delivered(evidence.clone()),
             Err(e) => AttemptResult::Failed(e.to_string()),
         };
-        self.finish(&attempts, result).await?;
-        for (inv, _) in leased {
-            self.announce(&inv.id).await?;
-        }
+        self.finish(attempts, result).await?;
         Ok(Some(delivered))
     }
 
-    async fn finish(&self, attempts: &[i64], result: AttemptResult) -> Result<(), Stop> {
-        let attempts = attempts.to_vec();
-        with_store(&self.store, move |s| {
-            s.finish_attempts(&attempts, &result, unix_millis())
+    /// Ends the `attempts` (each with its message's id) with `result`, and
+    /// tells the clients waiting on those messages how they stand now: one
+    /// store call for the whole batch.
+    async fn finish(
+        &self,
+        attempts: Vec<(i64, String)>,
+        result: AttemptResult,
+    ) -> Result<(), Stop> {
+        let now_are = with_store(&self.store, move |s| {
+            let ids: Vec<i64> = attempts.iter().map(|(attempt, _)| *attempt).collect();
+            s.finish_attempts(&ids, &result, unix_millis())?;
+            attempts
+                .into_iter()
+                .map(|(_, id)| Ok((s.invocation(&id)?, id)))
+                .collect::<Result<Vec<_>, StoreError>>()
         })
         .await
-        .map(drop)
-        .map_err(Stop::Store)
-    }
-
-    /// Tells the clients waiting on message `id` how it stands now.
-    async fn announce(&self, id: &str) -> Result<(), Stop> {
-        let key = id.to_owned();
-        let now_is = with_store(&self.store, move |s| s.invocation(&key))
-            .await
-            .map_err(Stop::Store)?;
-        let (status, reason) = match now_is {
-            Some(i) => (i.status, i.reason),
-            None => (InvocationStatus::Pending, None),
-        };
-        self.session.announce(InvocationOutcome {
-            id: id.to_owned(),
-            status: status.to_string(),
-            reason,
-        });
+        .map_err(Stop::Store)?;
+        for (now_is, id) in now_are {
+            let (status, reason) = match now_is {
+                Some(i) => (i.status, i.reason),
+                None => (InvocationStatus::Pending, None),
+            };
+            self.session.announce(InvocationOutcome {
+                id,
+                status: status.to_string(),
+                reason,
+            });
+        }
         Ok(())
     }
 }
