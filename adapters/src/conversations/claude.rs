@@ -19,27 +19,40 @@ fn sessions_dir(env: &ProviderEnv) -> PathBuf {
     dir_from(env, "CLAUDE_CONFIG_DIR", ".claude").join("sessions")
 }
 
-/// `(pid, sessionId, cwd)` from one pid file.
-fn read(path: &std::path::Path) -> Option<(u32, String, Option<String>)> {
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    let pid = u32::try_from(v["pid"].as_u64()?).ok()?;
-    let id = v["sessionId"].as_str()?.to_owned();
-    Some((pid, id, v["cwd"].as_str().map(str::to_owned)))
+/// One pid file, `sessions/<pid>.json`.
+struct PidFile {
+    pid: u32,
+    session_id: String,
+    cwd: Option<String>,
+    /// `busy` or `idle`, when it says.
+    status: Option<String>,
+}
+
+fn pid_file(env: &ProviderEnv, pid: u32) -> PathBuf {
+    sessions_dir(env).join(format!("{pid}.json"))
+}
+
+fn read(path: &std::path::Path) -> Option<PidFile> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    Some(PidFile {
+        pid: u32::try_from(v["pid"].as_u64()?).ok()?,
+        session_id: v["sessionId"].as_str()?.to_owned(),
+        cwd: v["cwd"].as_str().map(str::to_owned),
+        status: v["status"].as_str().map(str::to_owned),
+    })
 }
 
 impl ConversationDiscovery for Claude {
     fn marks(&self, proc: &ProcessInfo, env: &ProviderEnv) -> bool {
-        sessions_dir(env)
-            .join(format!("{}.json", proc.pid))
-            .is_file()
+        pid_file(env, proc.pid).is_file()
     }
 
     fn discover(&self, proc: &ProcessInfo, env: &ProviderEnv) -> Discovery {
-        let path = sessions_dir(env).join(format!("{}.json", proc.pid));
+        let path = pid_file(env, proc.pid);
         match read(&path) {
-            Some((pid, id, cwd)) if pid == proc.pid => Discovery::Found(ConversationCandidate {
-                id,
-                cwd,
+            Some(file) if file.pid == proc.pid => Discovery::Found(ConversationCandidate {
+                id: file.session_id,
+                cwd: file.cwd,
                 detail: path.display().to_string(),
             }),
             _ => Discovery::Nothing(format!(
@@ -50,13 +63,12 @@ impl ConversationDiscovery for Claude {
     }
 
     fn reported_activity(&self, pid: u32, env: &ProviderEnv) -> Option<Activity> {
-        let path = sessions_dir(env).join(format!("{pid}.json"));
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        let file = read(&pid_file(env, pid))?;
         // A file another process left behind says nothing about this one.
-        if v["pid"].as_u64() != Some(u64::from(pid)) {
+        if file.pid != pid {
             return None;
         }
-        match v["status"].as_str()? {
+        match file.status.as_deref()? {
             "busy" => Some(Activity::Busy),
             "idle" => Some(Activity::Idle),
             _ => None,
@@ -67,8 +79,8 @@ impl ConversationDiscovery for Claude {
         files_ending(&sessions_dir(env), ".json")
             .iter()
             .filter_map(|p| read(p))
-            .filter(|(pid, sid, _)| sid == id && pid_alive(*pid))
-            .map(|(pid, _, _)| pid)
+            .filter(|file| file.session_id == id && pid_alive(file.pid))
+            .map(|file| file.pid)
             .collect()
     }
 }

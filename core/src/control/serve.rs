@@ -101,11 +101,8 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
             batch: opts.batch,
         },
         record,
-        discovery: opts
-            .discovery
-            .clone()
-            .filter(|_| start.conversation.is_none()),
-        reports: opts.discovery.clone(),
+        discovery: opts.discovery.clone(),
+        discover_conversation: start.conversation.is_none(),
     };
     let mut started: Option<Result<(), ControlError>> = None;
     let started_slot = &mut started;
@@ -156,11 +153,11 @@ fn banner(opts: &ServeOptions) -> String {
 struct GoingOnline {
     online: Online,
     record: RuntimeRecord,
-    /// Set when the conversation is not known yet: it is discovered.
+    /// The adapter's knowledge of the provider's own files: the
+    /// conversation it is on, and what it reports it is doing.
     discovery: Option<Arc<dyn ConversationDiscovery>>,
-    /// The adapter's knowledge of the provider's own files, which may
-    /// report what it is doing.
-    reports: Option<Arc<dyn ConversationDiscovery>>,
+    /// The conversation is not known yet: it is discovered.
+    discover_conversation: bool,
 }
 
 impl GoingOnline {
@@ -169,21 +166,21 @@ impl GoingOnline {
     /// runtime.
     fn start(mut self, session: SessionHandle) -> Result<(), ControlError> {
         self.online.publish(&mut self.record, session.child_pid())?;
-        if let Some(reports) = self.reports {
+        let runtime = self.record.id.clone();
+        if let Some(discovery) = self.discovery {
             let pid = session.child_pid();
+            if self.discover_conversation {
+                tokio::spawn(bind_when_discovered(
+                    self.online.store.clone(),
+                    runtime.clone(),
+                    pid,
+                    discovery.clone(),
+                ));
+            }
             let env = ProcessInfo::read(pid)
                 .map(|p| ProviderEnv::of(&p))
                 .unwrap_or_else(|_| ProviderEnv::current());
-            session.take_reports_from(Box::new(move || reports.reported_activity(pid, &env)));
-        }
-        let runtime = self.record.id.clone();
-        if let Some(discovery) = self.discovery {
-            tokio::spawn(bind_when_discovered(
-                self.online.store.clone(),
-                runtime.clone(),
-                session.child_pid(),
-                discovery,
-            ));
+            session.take_reports_from(Box::new(move || discovery.reported_activity(pid, &env)));
         }
         self.online.start_tasks(runtime, session);
         Ok(())
