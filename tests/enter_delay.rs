@@ -97,14 +97,15 @@ fn experiment(cli: Cli, test: &str) {
         cli.program()
     );
     for (delay, t) in &measured {
+        let at_model = t.at_model(&w);
         writeln!(
             table,
             "| {delay} ms | {} of {n} | {} | {} | {} | {} | {:.0} ms |",
             t.at_once,
             t.pressed_again,
             t.lost.len(),
-            t.not_once(&w).len(),
-            t.merged(&w).len(),
+            at_model.not_once.len(),
+            at_model.sent_with_next.len(),
             t.median_ms()
         )
         .unwrap();

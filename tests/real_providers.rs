@@ -342,7 +342,7 @@ fn twenty_deliveries_land_once(cli: Cli, test: &str) {
     let trials = Trials::run(&w, ID, "in a row", 20);
     assert!(trials.lost.is_empty(), "[{test}] {:#?}", trials.lost);
     assert_eq!(
-        trials.not_once(&w),
+        trials.at_model(&w).not_once,
         Vec::<&str>::new(),
         "[{test}] not exactly once at the model:\n{}",
         w.requests_summary()

@@ -128,10 +128,7 @@ impl World {
 
     /// Every request the mock server answered so far (its log file).
     pub fn requests(&self) -> Vec<Value> {
-        self.mock_log_text()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        requests_in(&self.mock_log_text())
     }
 
     /// The first answered model request (not a title request) whose prompt
@@ -159,17 +156,8 @@ impl World {
             .count()
     }
 
-    /// The prompts of the model requests that start a turn (see
-    /// [`World::turns_with`]), read from the log once.
-    pub fn turn_prompts(&self) -> Vec<String> {
-        self.requests()
-            .into_iter()
-            .filter(|r| {
-                r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
-                    && r["tool_result"].is_null()
-            })
-            .filter_map(|r| r["prompt"].as_str().map(str::to_owned))
-            .collect()
+    fn turn_prompts(&self) -> Vec<String> {
+        turn_prompts_in(&self.mock_log_text())
     }
 
     /// A summary of the mock's log, for failure messages.
@@ -199,4 +187,24 @@ impl World {
             })
             .collect()
     }
+}
+
+/// The requests in the mock's log text.
+pub fn requests_in(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The prompts of the model requests in `log` that start a turn (see
+/// [`World::turns_with`]).
+pub fn turn_prompts_in(log: &str) -> Vec<String> {
+    requests_in(log)
+        .into_iter()
+        .filter(|r| {
+            r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
+                && r["tool_result"].is_null()
+        })
+        .filter_map(|r| r["prompt"].as_str().map(str::to_owned))
+        .collect()
 }

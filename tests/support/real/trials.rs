@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use super::observe::turn_prompts_in;
 use super::world::World;
 use super::TURN;
 
@@ -59,38 +60,26 @@ impl Trials {
         trials
     }
 
-    /// The texts that did not reach the model exactly once: that started
-    /// more than one turn, or that no request holds at all. A text a CLI
-    /// queued and sent in the same request as the next one (opencode does
-    /// that with prompts typed before its first turn reaches the model) was
-    /// delivered once, though it started no turn of its own.
-    pub fn not_once<'a>(&'a self, w: &World) -> Vec<&'a str> {
-        // One read of the mock's log: it holds every request's whole
-        // conversation, so it grows with the square of the trials.
-        let prompts = w.turn_prompts();
+    /// What the model received of the texts, from one read of the mock's
+    /// log (it holds every request's whole conversation, so it grows with
+    /// the square of the trials).
+    pub fn at_model(&self, w: &World) -> AtModel<'_> {
         let log = w.mock_log_text();
-        self.texts
-            .iter()
-            .filter(|t| {
-                let turns = prompts
-                    .iter()
-                    .filter(|p| p.trim().ends_with(t.as_str()))
-                    .count();
-                turns > 1 || turns == 0 && !log.contains(&format!("\"{t}\""))
-            })
-            .map(String::as_str)
-            .collect()
-    }
-
-    /// The texts that started no turn of their own but went to the model
-    /// with the next one.
-    pub fn merged<'a>(&'a self, w: &World) -> Vec<&'a str> {
-        let prompts = w.turn_prompts();
-        self.texts
-            .iter()
-            .filter(|t| !prompts.iter().any(|p| p.trim().ends_with(t.as_str())))
-            .map(String::as_str)
-            .collect()
+        let prompts = turn_prompts_in(&log);
+        let mut at_model = AtModel::default();
+        for text in &self.texts {
+            let turns = prompts
+                .iter()
+                .filter(|p| p.trim().ends_with(text.as_str()))
+                .count();
+            let in_a_request = log.contains(&format!("\"{text}\""));
+            if turns > 1 || turns == 0 && !in_a_request {
+                at_model.not_once.push(text);
+            } else if turns == 0 {
+                at_model.sent_with_next.push(text);
+            }
+        }
+        at_model
     }
 
     pub fn median_ms(&self) -> f64 {
@@ -99,4 +88,16 @@ impl Trials {
             .copied()
             .unwrap_or(f64::NAN)
     }
+}
+
+/// What the model received of a run's texts.
+#[derive(Default)]
+pub struct AtModel<'a> {
+    /// Texts that did not reach the model exactly once: that started more
+    /// than one turn, or that no request holds at all.
+    pub not_once: Vec<&'a str>,
+    /// Texts that started no turn of their own but went to the model in
+    /// the same request as the next (opencode does that with prompts typed
+    /// before its first turn reaches the model): delivered once.
+    pub sent_with_next: Vec<&'a str>,
 }
