@@ -157,10 +157,11 @@ fn batch_notification(ids: &[String], from: &str) -> String {
 
 /// The message ids a notification names, in its order.
 fn named_ids(notification: &str) -> Vec<String> {
-    let (_, ids) = notification
-        .split_once("message show ")
-        .unwrap_or_else(|| panic!("not a notification: {notification:?}"));
-    ids.split_whitespace().map(str::to_owned).collect()
+    agent_comms_core::control::messages::named_ids(notification)
+        .unwrap_or_else(|| panic!("not a notification: {notification:?}"))
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `send`s `n` messages from alice to bob; returns their ids.

@@ -27,7 +27,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_comms_core::control::messages::{notification, Named};
+use agent_comms_core::control::messages::{named_ids, notification, Named};
 use agent_comms_core::control::DEFAULT_BATCH;
 use agent_comms_core::delivery::Evidence;
 use agent_comms_core::store::{
@@ -611,7 +611,10 @@ impl Tally {
     ) -> anyhow::Result<Self> {
         let (_, listed) = project.list(bench, &["--status", "DELIVERED"])?;
         let submits = log.submits()?;
-        let named: Vec<&str> = submits.iter().flat_map(|s| named_ids(&s.text)).collect();
+        let named: Vec<&str> = submits
+            .iter()
+            .flat_map(|s| named_ids(&s.text).unwrap_or_default())
+            .collect();
         let expected: Vec<&str> = queued.iter().map(|inv| inv.id.as_str()).collect();
         Ok(Self {
             queued: queued.len(),
@@ -643,15 +646,6 @@ impl Tally {
             Some(met),
         )
     }
-}
-
-/// The message ids a notification names: the words after its `message
-/// show`.
-fn named_ids(notification: &str) -> Vec<&str> {
-    notification
-        .split_once("message show ")
-        .map(|(_, ids)| ids.split_whitespace().collect())
-        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------

@@ -81,6 +81,17 @@ pub fn notification(batch: &[Named]) -> String {
     }
 }
 
+/// The message ids a [`notification`] names, oldest first; `None` when
+/// `line` is not one. For readers of what a provider received (the
+/// benchmarks, the tests).
+pub fn named_ids(line: &str) -> Option<Vec<&str>> {
+    let rest = line.strip_prefix("[agent-comms] ")?;
+    let (_, ids) = ["; read it with: ", "; read them with: "]
+        .iter()
+        .find_map(|how| rest.split_once(&format!("{how}agent-comms message show ")))?;
+    Some(ids.split_whitespace().collect())
+}
+
 /// What became of a `send`.
 pub struct Sent {
     pub invocation: Invocation,
@@ -390,6 +401,19 @@ mod tests {
             notification(&batch),
             "[agent-comms] 3 messages from alice, carol; read them with: agent-comms message show inv_000000000001 inv_000000000002 inv_000000000003"
         );
+        assert_eq!(
+            named_ids(&notification(&batch)),
+            Some(vec![
+                "inv_000000000001",
+                "inv_000000000002",
+                "inv_000000000003"
+            ])
+        );
+        assert_eq!(
+            named_ids(&notification(&batch[..1])),
+            Some(vec!["inv_000000000001"])
+        );
+        assert_eq!(named_ids("message show inv_000000000001"), None);
     }
 
     #[test]
