@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -194,10 +195,16 @@ pub struct Input {
     /// What Enter is.
     #[serde(default = "default_enter")]
     pub enter: String,
-    /// Pause between the text and Enter (some TUIs treat an Enter in the
-    /// same burst as part of a paste).
+    /// Pause between the text's echo and Enter (some TUIs treat an Enter in
+    /// the same burst as part of a paste).
     #[serde(default = "default_enter_delay")]
     pub enter_delay_ms: u64,
+    /// The pause when the text was typed rather than pasted (the style is
+    /// `typed`, or the program has not turned bracketed paste on): a TUI
+    /// that guesses pastes from key timing may need longer. Absent, the
+    /// same as `enter_delay_ms`.
+    #[serde(default)]
+    pub typed_enter_delay_ms: Option<u64>,
     /// Where the input line is and how to read what it holds. Without it,
     /// the cursor's row is the input line.
     #[serde(default)]
@@ -218,6 +225,7 @@ impl Default for Input {
             style: default_style(),
             enter: default_enter(),
             enter_delay_ms: default_enter_delay(),
+            typed_enter_delay_ms: None,
             line: None,
             clear: Clear::default(),
             collapsed_paste: None,
@@ -237,6 +245,17 @@ pub struct InputLine {
     /// wraps (their capture group is the text); none when absent.
     #[serde(default)]
     pub continuation: Option<Spanned<String>>,
+}
+
+impl Input {
+    /// The pause before Enter for text pasted (`pasted`) or typed.
+    pub fn enter_delay(&self, pasted: bool) -> Duration {
+        let ms = match self.typed_enter_delay_ms {
+            Some(typed) if !pasted => typed,
+            _ => self.enter_delay_ms,
+        };
+        Duration::from_millis(ms)
+    }
 }
 
 fn default_style() -> InputStyle {
@@ -741,6 +760,20 @@ mod tests {
 
     const MINIMAL: &str =
         "schema = 1\nname = \"x\"\nversion = \"0.1.0\"\nkind = \"agent\"\ncommands = [\"x\"]\n";
+
+    #[test]
+    fn typed_text_waits_its_own_enter_delay_when_the_profile_sets_one() {
+        let parse = |input: &str| {
+            Profile::parse("p.toml", &format!("{MINIMAL}[input]\n{input}"))
+                .unwrap()
+                .input
+        };
+        let both = parse("enter_delay_ms = 10\ntyped_enter_delay_ms = 150\n");
+        assert_eq!(both.enter_delay(true), Duration::from_millis(10));
+        assert_eq!(both.enter_delay(false), Duration::from_millis(150));
+        let one = parse("enter_delay_ms = 40\n");
+        assert_eq!(one.enter_delay(false), Duration::from_millis(40));
+    }
 
     #[test]
     fn errors_name_file_line_column_and_field() {

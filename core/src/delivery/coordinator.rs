@@ -363,7 +363,7 @@ impl DeliveryCoordinator {
         let echoed_at = unix_millis();
         let input = &self.style.input;
         // Some TUIs take an Enter in the same burst as text for part of it.
-        tokio::time::sleep(Duration::from_millis(input.enter_delay_ms)).await;
+        tokio::time::sleep(input.enter_delay(pasted)).await;
         // A program that went busy on its own meanwhile gets the Enter only
         // once it is idle again. The caller's timeout bounds the wait before
         // typing; typed text gets at least ENTER_WAIT_MIN to be entered.

@@ -3,6 +3,7 @@
 //! exactly-once check with the profiles' own delays
 //! (tests/real_providers.rs) count the same things.
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::observe::turn_prompts_in;
@@ -22,6 +23,9 @@ pub struct Trials {
     /// Call → submitted of the deliveries taken at once, sorted, in ms
     /// (each waited for the turn before it to end).
     pub took_ms: Vec<f64>,
+    /// How the submitted texts went in, as their evidence says (`paste`,
+    /// `typed`).
+    pub styles: BTreeSet<String>,
 }
 
 impl Trials {
@@ -35,11 +39,18 @@ impl Trials {
             pressed_again: 0,
             lost: Vec::new(),
             took_ms: Vec::new(),
+            styles: BTreeSet::new(),
         };
         for i in 0..n {
             let text = format!("{label} trial {i}");
             let called = Instant::now();
-            match w.deliver(id, &text, 60) {
+            let delivered = w.deliver(id, &text, 60);
+            if let Ok(ev) = &delivered {
+                trials
+                    .styles
+                    .insert(ev["style"].as_str().unwrap_or("").to_owned());
+            }
+            match delivered {
                 Ok(ev) if ev["enter_presses"] == 1 => {
                     trials.at_once += 1;
                     trials.took_ms.push(called.elapsed().as_secs_f64() * 1000.0);
