@@ -678,15 +678,12 @@ fn a_delivery_waits_for_a_turn_drawn_late() {
 /// Claude Code's own word on its state, `sessions/<pid>.json`'s `status`,
 /// outweighs its screen: while it says busy nothing is typed, though the
 /// screen looks idle. (The test writes the file as the real CLI would; the
-/// fake writes it only when its own turns start and end.)
-#[test]
-fn claude_saying_busy_in_its_session_file_holds_deliveries_back() {
-    let env = TestEnv::new();
-    let served = Served::start(&env, "bob", "claude", &[], &[]);
-    let pid = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["pid"]
-        .as_u64()
-        .unwrap();
+/// fake writes it only when its own turns start and end.) `deliver` is the
+/// command that types into the program whose pid is `pid`.
+fn a_busy_session_file_holds_deliveries_back(env: &TestEnv, pid: u64, deliver: &[&str]) {
     let file = env.user_home().join(format!(".claude/sessions/{pid}.json"));
+    // The fake writes it as it starts, maybe after the session is up.
+    wait_until("its session file", || file.is_file());
     let says = |status: &str| {
         let mut v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         v["status"] = status.into();
@@ -694,22 +691,35 @@ fn claude_saying_busy_in_its_session_file_holds_deliveries_back() {
         std::fs::write(&tmp, v.to_string()).unwrap();
         std::fs::rename(&tmp, &file).unwrap();
     };
+    let with = |text: &'static str| [deliver, &["--timeout", "1", "--json", text]].concat();
     says("busy");
-    let held = env.run(&[
-        "runtime",
-        "deliver",
-        "--id",
-        "bob",
-        "--timeout",
-        "1",
-        "--json",
-        "held back",
-    ]);
-    let error = held.fails_with_one_line().stderr;
+    let error = env.run(&with("held back")).fails_with_one_line().stderr;
     assert!(error.contains("the program is busy"), "{error}");
     says("idle");
-    deliver(&env, "bob", "let through");
+    env.run_ok(&with("let through"));
+}
+
+#[test]
+fn claude_saying_busy_in_its_session_file_holds_a_runtimes_deliveries_back() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    let pid = json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["pid"]
+        .as_u64()
+        .unwrap();
+    a_busy_session_file_holds_deliveries_back(&env, pid, &["runtime", "deliver", "--id", "bob"]);
     assert_eq!(served.submitted_texts(), ["let through"]);
+}
+
+/// A plain session (no runtime) of Claude Code reads the same file: its
+/// supervisor learns of the adapter's discovery as a served runtime does.
+#[test]
+fn claude_saying_busy_in_its_session_file_holds_a_sessions_deliveries_back() {
+    let env = TestEnv::new();
+    env.run_ok(&["session", "new", "work", "--", &fake("claude")]);
+    let sessions = json(&env.run_ok(&["session", "ls", "--json"]));
+    let pid = sessions[0]["pid"].as_u64().unwrap();
+    a_busy_session_file_holds_deliveries_back(&env, pid, &["session", "deliver", "work"]);
+    env.run_ok(&["session", "kill", "work"]);
 }
 
 /// Ten messages sent while the agent works cost it one turn: nothing is

@@ -24,8 +24,12 @@ pub fn supervisor_entry() -> Option<i32> {
             init_logging,
         ));
     }
-    (first == agent_comms_core::supervisor::launch::SUPERVISOR_ARG)
-        .then(|| agent_comms_core::supervisor::launch::daemon_main(init_logging))
+    (first == agent_comms_core::supervisor::launch::SUPERVISOR_ARG).then(|| {
+        agent_comms_core::supervisor::launch::daemon_main(
+            init_logging,
+            agent_comms_adapters::conversations::discovery_named,
+        )
+    })
 }
 
 /// Logging for supervisors (to their log file); `AGENT_COMMS_LOG` filters.

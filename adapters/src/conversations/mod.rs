@@ -22,7 +22,11 @@ use agent_comms_core::takeover::{ConversationDiscovery, Discovery, ProviderEnv};
 
 /// The discoverer a profile names in `[conversation] discovery`.
 pub fn discovery_for(profile: &Profile) -> Option<Box<dyn ConversationDiscovery>> {
-    let name = profile.conversation.as_ref()?.discovery.as_deref()?;
+    discovery_named(profile.conversation.as_ref()?.discovery.as_deref()?)
+}
+
+/// The discovery `[conversation] discovery = "<name>"` picks.
+pub fn discovery_named(name: &str) -> Option<Box<dyn ConversationDiscovery>> {
     match name {
         "claude-code" => Some(Box::new(claude::Claude)),
         "codex" => Some(Box::new(FromProcessTable(codex::Codex))),

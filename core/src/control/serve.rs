@@ -177,10 +177,7 @@ impl GoingOnline {
                     discovery.clone(),
                 ));
             }
-            let env = ProcessInfo::read(pid)
-                .map(|p| ProviderEnv::of(&p))
-                .unwrap_or_else(|_| ProviderEnv::current());
-            session.take_reports_from(Box::new(move || discovery.reported_activity(pid, &env)));
+            session.take_reports_of(discovery);
         }
         self.online.start_tasks(runtime, session);
         Ok(())

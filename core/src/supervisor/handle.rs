@@ -9,6 +9,7 @@ use tokio::sync::{broadcast, Notify};
 use super::Shared;
 use crate::delivery::{DeliveryError, DeliveryOptions, Evidence};
 use crate::socket::protocol::{InvocationOutcome, Response};
+use crate::takeover::{ConversationDiscovery, ProcessInfo, ProviderEnv};
 use tokio::sync::broadcast::error::RecvError;
 
 /// Outcomes remembered for a client that asks after one already finished.
@@ -66,6 +67,17 @@ impl SessionHandle {
     /// saying busy — at once, without the debounce.
     pub fn take_reports_from(&self, read: super::ReportedActivity) {
         self.shared.lock().reports = Some(read);
+    }
+
+    /// [`take_reports_from`](Self::take_reports_from) the files in which
+    /// the program, as `discovery` knows it, reports its activity (Claude
+    /// Code's `sessions/<pid>.json`), read with the program's environment.
+    pub fn take_reports_of(&self, discovery: Arc<dyn ConversationDiscovery>) {
+        let pid = self.child_pid();
+        let env = ProcessInfo::read(pid)
+            .map(|p| ProviderEnv::of(&p))
+            .unwrap_or_else(|_| ProviderEnv::current());
+        self.take_reports_from(Box::new(move || discovery.reported_activity(pid, &env)));
     }
 
     /// The program's pid.

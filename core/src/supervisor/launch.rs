@@ -19,6 +19,7 @@ use crate::os::{
     write_ready,
 };
 use crate::session::{SessionPaths, SessionRecord};
+use crate::takeover::ConversationDiscovery;
 
 /// The hidden first argument that makes any of our binaries a supervisor.
 pub const SUPERVISOR_ARG: &str = "__supervise";
@@ -99,9 +100,15 @@ pub fn daemon_config<T: serde::de::DeserializeOwned>() -> Option<T> {
     }
 }
 
+/// Finds the [`ConversationDiscovery`] an adapter's `[conversation]
+/// discovery` names (the adapters crate knows them; core names none).
+pub type Discoveries = fn(&str) -> Option<Box<dyn ConversationDiscovery>>;
+
 /// The body of a detached supervisor process (after [`SUPERVISOR_ARG`]).
-/// Returns the process exit code.
-pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
+/// Returns the process exit code. A program whose adapter has a discovery
+/// in `discoveries` has its own activity reports read (busy at once, idle
+/// without the debounce), as a served runtime's are.
+pub fn daemon_main(init_logging: impl FnOnce(), discoveries: Discoveries) -> i32 {
     let Some(config) = daemon_config::<SupervisorConfig>() else {
         return 2;
     };
@@ -122,6 +129,9 @@ pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
                 return 1;
             }
         };
+        if let Some(discovery) = supervisor.discovery().and_then(discoveries) {
+            supervisor.handle().take_reports_of(discovery.into());
+        }
         redirect_output_to_log(&paths.log);
         init_logging();
         if supervisor.replaced_stale {

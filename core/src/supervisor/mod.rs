@@ -393,6 +393,7 @@ pub struct Supervisor {
     record: SessionRecord,
     /// Said once at start when a stale socket or record was replaced.
     pub replaced_stale: bool,
+    discovery: Option<String>,
 }
 
 impl Supervisor {
@@ -417,6 +418,9 @@ impl Supervisor {
             .as_ref()
             .map(|p| p.input.clone())
             .unwrap_or_default();
+        let discovery = profile
+            .as_ref()
+            .and_then(|p| p.conversation.as_ref()?.discovery.clone());
         let state = State::new(&config, record.clone(), pty, notes_tx, &input);
         let (exit_tx, exit) = watch::channel(None);
         let (terminate, terminate_rx) = mpsc::unbounded_channel();
@@ -455,11 +459,18 @@ impl Supervisor {
             registry,
             record,
             replaced_stale,
+            discovery,
         })
     }
 
     pub fn record(&self) -> &SessionRecord {
         &self.record
+    }
+
+    /// The adapter's `[conversation] discovery`: which provider's files
+    /// tell about this program.
+    pub fn discovery(&self) -> Option<&str> {
+        self.discovery.as_deref()
     }
 
     pub(crate) fn shared(&self) -> &Shared {
