@@ -7,8 +7,14 @@
 //! The benchmark reads the master directly: for echo it writes one byte and
 //! waits (with `poll`, so a broken program cannot hang the run) until the
 //! byte comes back; for throughput it reads until end of file.
+//!
+//! A second floor for throughput is `script` (util-linux), the relay a
+//! person would reach for: it opens the PTY, copies what the program
+//! writes to its own stdout, and nothing else. Its stdout is a pipe the
+//! benchmark drains and counts, as a terminal would take it.
 
 use std::io::{Read, Write};
+use std::process::{Command, Stdio};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
@@ -127,6 +133,37 @@ pub fn throughput() -> anyhow::Result<Duration> {
         }
     }
     let elapsed = start.elapsed();
+    ensure!(
+        total >= THROUGHPUT_BYTES,
+        "only {total} bytes arrived of {THROUGHPUT_BYTES}"
+    );
+    Ok(elapsed)
+}
+
+/// Time from spawning `script -q -e -c <the 200 MB writer> /dev/null` to
+/// its exit, its stdout drained and counted.
+pub fn script_relay() -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &throughput_command(), "/dev/null"])
+        .env("TERM", TERM)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run script (util-linux)")?;
+    let mut out = child.stdout.take().context("script's stdout")?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match out.read(&mut buf)? {
+            0 => break,
+            n => total += n as u64,
+        }
+    }
+    let status = child.wait()?;
+    let elapsed = start.elapsed();
+    ensure!(status.success(), "script exited with {status}");
     ensure!(
         total >= THROUGHPUT_BYTES,
         "only {total} bytes arrived of {THROUGHPUT_BYTES}"

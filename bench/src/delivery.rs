@@ -40,7 +40,9 @@ use anyhow::{ensure, Context};
 use crate::bench::Bench;
 use crate::progress;
 use crate::report::{judge, Row, Section};
-use crate::runtimes::{timed, Fake, FakeLog, Project, Served, CLAUDE, CODEX, RECEIVER, SENDER};
+use crate::runtimes::{
+    timed, Fake, FakeLog, Project, Served, CLAUDE, CODEX, CODEX_PASTE, RECEIVER, SENDER,
+};
 use crate::stats::{self, latencies, push, Quantity};
 use crate::supervised::Session;
 use crate::tmux::TmuxServer;
@@ -63,8 +65,11 @@ const DRAIN_STALL: Duration = Duration::from_secs(60);
 pub fn section(bench: &Bench) -> Section {
     let repo = bench.repo();
     let mut rows = Vec::new();
-    for fake in [&CLAUDE, &CODEX] {
-        progress(&format!("delivery into the fake {}", fake.program));
+    for fake in [&CLAUDE, &CODEX_PASTE, &CODEX] {
+        progress(&format!(
+            "delivery into the fake {} ({})",
+            fake.program, fake.style
+        ));
         rows.extend(into_idle(bench, &repo, fake));
         rows.extend(after_a_turn(bench, &repo, fake));
     }
@@ -102,7 +107,7 @@ fn into_idle(bench: &Bench, repo: &Path, fake: &Fake) -> Vec<Row> {
     );
     let texts = texts(fake, bench.plan.deliveries);
     let target = Target::start(bench, repo, fake, "idle", 0).map_err(|e| format!("{e:#}"));
-    let server = TmuxServer::private(bench, &format!("deliver-{}", fake.program))
+    let server = TmuxServer::private(bench, &format!("deliver-{}", fake.key()))
         .map_err(|e| format!("{e:#}"));
     let mut scripts: Vec<Result<Script, String>> = fake
         .script_pauses
@@ -188,11 +193,11 @@ fn after_a_turn(bench: &Bench, repo: &Path, fake: &Fake) -> Vec<Row> {
         anyhow::Ok((calls, from_idle))
     })()
     .map_err(|e| format!("{e:#}"));
-    let (debounce, _) = fake.waits(repo);
+    let (_, enter_delay) = fake.waits(repo);
     vec![
         Row::new(
             &what,
-            "agent-comms `session deliver`: CLI call, incl. waiting out the turn and the debounce",
+            "agent-comms `session deliver`: CLI call, incl. waiting out the turn",
             measured
                 .as_ref()
                 .map(|(calls, _)| latencies(calls))
@@ -201,8 +206,9 @@ fn after_a_turn(bench: &Bench, repo: &Path, fake: &Fake) -> Vec<Row> {
         Row::new(
             &what,
             &format!(
-                "agent-comms, from the fake going idle to submitted (the {debounce} debounce is \
-                 in it)"
+                "agent-comms, from the fake going idle to submitted (the turn's end read from {}; \
+                 the {enter_delay} Enter delay is in it)",
+                fake.turn_end
             ),
             measured.map(|(_, from_idle)| latencies(&from_idle)),
         ),
@@ -232,7 +238,7 @@ impl<'a> Target<'a> {
         name: &str,
         turn_ms: u64,
     ) -> anyhow::Result<Self> {
-        let name = format!("{}-{name}", fake.program);
+        let name = format!("{}-{name}", fake.key());
         let log = FakeLog::new(bench, &name)?;
         let turn_ms = turn_ms.to_string();
         let env = fake.env(&log, &turn_ms);
@@ -312,7 +318,7 @@ impl<'s> Script<'s> {
         fake: &Fake,
         pause: Duration,
     ) -> anyhow::Result<Self> {
-        let session = format!("{}-{}ms", fake.program, pause.as_millis());
+        let session = format!("{}-{}ms", fake.key(), pause.as_millis());
         let log = FakeLog::new(bench, &format!("tmux-{session}"))?;
         server.new_session(&session, &fake.env(&log, "0"), &[&fake.path(repo)?])?;
         server.wait_for_text(&session, fake.ready)?;
@@ -770,18 +776,19 @@ fn method(bench: &Bench, repo: &Path) -> Vec<String> {
     let waits = |fake: &Fake| {
         let (debounce, enter_delay) = fake.waits(repo);
         format!(
-            "`{}`: debounce {debounce}, Enter delay {enter_delay}",
-            fake.profile
+            "`{}` {}: debounce {debounce} for screen-only signals, Enter delay {enter_delay}",
+            fake.profile, fake.style
         )
     };
     vec![
         format!(
-            "The fakes are `tests/fakes/bin/claude` and `codex` (the latter with \
-             `FAKE_NO_BRACKETED=1`), read by their built-in profiles ({}; {}). Every series \
-             starts with one untimed delivery, and is checked against the fake's log: each text \
-             received once, in order, none while busy; and the evidence's style (`paste` or \
-             `typed`).",
+            "The fakes are `tests/fakes/bin/claude` and `codex` (once as Codex runs, with \
+             bracketed paste, and once with `FAKE_NO_BRACKETED=1`, typed), read by their \
+             built-in profiles ({}; {}; {}). Every series starts with one untimed delivery, and \
+             is checked against the fake's log: each text received once, in order, none while \
+             busy; and the evidence's style (`paste` or `typed`).",
             waits(&CLAUDE),
+            waits(&CODEX_PASTE),
             waits(&CODEX)
         ),
         format!(
@@ -802,10 +809,13 @@ fn method(bench: &Bench, repo: &Path) -> Vec<String> {
         format!(
             "**right after a turn**: {} deliveries with `FAKE_BUSY_MS={TURN_MS}`, each called as \
              soon as the previous returned, so it waits for the turn the previous one started to \
-             end and then for the debounce. From idle: evidence `submitted` minus (the previous \
-             submission's time in the fake's log + {TURN_MS} ms), when the fake's turn ends and \
-             it redraws its idle screen. A tmux script would not wait: it types into the busy \
-             program.",
+             end. The fakes report that end as the real CLIs do (fake claude rewrites its \
+             `sessions/<pid>.json` with `status: idle`, fake codex writes OSC 7501 \
+             `state=done`), which the adapters take as authoritative: idle at once, where a \
+             screen-only signal waits out the debounce. From idle: evidence `submitted` minus \
+             (the previous submission's time in the fake's log + {TURN_MS} ms), when the fake's \
+             turn ends and it redraws its idle screen. A tmux script would not wait: it types \
+             into the busy program.",
             plan.busy_deliveries
         ),
         format!(

@@ -51,6 +51,8 @@ pub struct Fake {
     pub ready: &'static str,
     /// The tmux scripts compared: their pause between text and Enter.
     pub script_pauses: &'static [Duration],
+    /// What tells the adapter its turn ended, for the rows.
+    pub turn_end: &'static str,
 }
 
 pub const CLAUDE: Fake = Fake {
@@ -62,6 +64,21 @@ pub const CLAUDE: Fake = Fake {
     prompt: '❯',
     ready: "? for shortcuts",
     script_pauses: &[Duration::from_millis(100)],
+    turn_end: TURN_END_CLAUDE,
+};
+
+/// Codex as 0.171 runs: bracketed paste on, turns reported by OSC 7501
+/// (`state=done`, which the adapter takes as authoritative).
+pub const CODEX_PASTE: Fake = Fake {
+    program: "codex",
+    profile: "codex",
+    input: "bracketed paste, as Codex turns on",
+    style: "paste",
+    vars: &[],
+    prompt: '›',
+    ready: "Ask Codex to do anything",
+    script_pauses: &[Duration::from_millis(100)],
+    turn_end: TURN_END_CODEX,
 };
 
 /// Codex without bracketed paste: its paste-burst rule turns an Enter
@@ -76,9 +93,21 @@ pub const CODEX: Fake = Fake {
     prompt: '›',
     ready: "Ask Codex to do anything",
     script_pauses: &[Duration::from_millis(100), Duration::from_millis(200)],
+    turn_end: TURN_END_CODEX,
 };
 
+/// The fakes report their turns' ends as the real CLIs do, in signals the
+/// adapters take as authoritative: idle at once, without the debounce.
+const TURN_END_CLAUDE: &str = "its `sessions/<pid>.json` status, authoritative";
+const TURN_END_CODEX: &str = "OSC 7501 `state=done`, authoritative";
+
 impl Fake {
+    /// A name for what the benchmark starts for it: the program and its
+    /// input style (the same fake is measured both ways).
+    pub fn key(&self) -> String {
+        format!("{}-{}", self.program, self.style)
+    }
+
     pub fn path(&self, repo: &Path) -> anyhow::Result<String> {
         let path = repo.join("tests/fakes/bin").join(self.program);
         ensure!(path.is_file(), "{} not found", path.display());
@@ -104,7 +133,9 @@ impl Fake {
             ms(profile
                 .as_ref()
                 .and_then(|p| Some(p.detect.as_ref()?.debounce_ms))),
-            ms(profile.as_ref().map(|p| p.input.enter_delay_ms)),
+            ms(profile
+                .as_ref()
+                .map(|p| p.input.enter_delay(self.style == "paste").as_millis() as u64)),
         )
     }
 }
