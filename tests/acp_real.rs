@@ -4,14 +4,14 @@
 //! mock model server, each test in a network namespace of its own (see
 //! `tests/support/real`).
 //!
-//! Off unless `AGENT_COMMS_REAL_PROVIDERS` names the directory
-//! `scripts/install-providers` prints (then each test prints one line saying
-//! it is skipped):
+//! Every test is `#[ignore]`d, as it needs the real CLIs: run them with
+//! `--include-ignored` and `AGENT_COMMS_REAL_PROVIDERS` naming the
+//! directory `scripts/install-providers` prints:
 //!
 //! ```sh
 //! cargo build -p agent-comms-mockmodel
 //! AGENT_COMMS_REAL_PROVIDERS="$(scripts/install-providers)" \
-//!     cargo test --test acp_real -- --test-threads=2
+//!     cargo test --test acp_real -- --include-ignored --test-threads=2
 //! ```
 //!
 //! The mock's request log and the agents' logs stay in
@@ -36,16 +36,19 @@ macro_rules! each_agent {
             use super::*;
 
             #[test]
+            #[ignore = needs_real_clis!()]
             fn opencode() {
                 $check(Cli::Opencode, concat!("opencode_acp_", stringify!($name)));
             }
 
             #[test]
+            #[ignore = needs_real_clis!()]
             fn claude() {
                 $check(Cli::Claude, concat!("claude_acp_", stringify!($name)));
             }
 
             #[test]
+            #[ignore = needs_real_clis!()]
             fn codex() {
                 $check(Cli::Codex, concat!("codex_acp_", stringify!($name)));
             }
@@ -86,9 +89,7 @@ fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
 // --- starts, registers ONLINE, and --prompt runs a first turn ----------------
 
 fn starts_with_a_first_turn(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let started = w
         .acp_serve(ID, &["--prompt", "say hello FIRSTTURN"])
         .unwrap();
@@ -212,9 +213,7 @@ fn prompt_traffic(w: &World, id: &str) -> Vec<bool> {
 // --- deliveries become prompts, one turn at a time --------------------------
 
 fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     w.acp_serve(ID, &[]).unwrap();
     // A second delivery issued mid-turn is sent after the first turn's end.
     let first = std::thread::scope(|s| {
@@ -288,9 +287,7 @@ fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
 // --- a message from another agent, and cancel --------------------------------
 
 fn messages_and_cancel(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     w.acp_serve(ID, &[]).unwrap();
     let inv = send(&w, Some("120"), "the build is green");
     let shown = message(&w, &inv);
@@ -323,9 +320,7 @@ fn messages_and_cancel(cli: Cli, test: &str) {
 // --- the agent killed mid-turn, the runtime started again --------------------
 
 fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let started = w.acp_serve(ID, &[]).unwrap();
     let session = started["session_id"].as_str().unwrap().to_owned();
     let earlier = deliver(&w, ID, "say hello EARLIER").unwrap();
@@ -383,9 +378,7 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
 // --- the supervisor killed ----------------------------------------------------
 
 fn the_agent_does_not_outlive_its_supervisor(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let started = w.acp_serve(ID, &[]).unwrap();
     deliver(&w, ID, "say hello BEFORE").unwrap();
     let mock = Some(w.ns_pid());
@@ -449,9 +442,7 @@ fn asking_tool(
 }
 
 fn permissions_follow_the_policy(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     for (id, allow) in [("acp-allow", true), ("acp-reject", false)] {
         let file = w.work.join(format!("{id}.txt"));
         let (tool, args, kind, extra) = asking_tool(&w, &file);
@@ -544,9 +535,7 @@ fn shown(w: &World, session: &str) -> Vec<u64> {
 // Long: one scenario, in the order a team would live it; apart, each step
 // would start its own agent (a minute each with the real ones).
 fn clients_share_the_session_through_the_bridge(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let allowed = w.work.join("allowed.txt");
     let (tool, args, kind, extra) = asking_tool(&w, &allowed);
     let policy = w.work.join("ask.toml");

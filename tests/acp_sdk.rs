@@ -180,15 +180,13 @@ fn the_official_sdk_loads_the_session_and_runs_a_turn() {
 }
 
 /// The same client against the real `opencode acp` (offline, against the
-/// mock model: tests/support/real), when `AGENT_COMMS_REAL_PROVIDERS` names
-/// the real CLIs; one line saying it is skipped otherwise.
+/// mock model: tests/support/real), with the real CLIs that
+/// `AGENT_COMMS_REAL_PROVIDERS` names.
 #[test]
-#[ignore = "needs Node.js and @agentclientprotocol/sdk (scripts/install-providers); .ci/run runs it"]
+#[ignore = "needs Node.js, @agentclientprotocol/sdk and the real CLIs (scripts/install-providers); .ci/run runs it"]
 fn the_official_sdk_with_real_opencode() {
     let modules = sdk_modules();
-    let Some(w) = World::new(Cli::Opencode, "acp_sdk_opencode") else {
-        return;
-    };
+    let w = World::new(Cli::Opencode, "acp_sdk_opencode");
     let started = w.acp_serve(ID, &[]).unwrap();
     let earlier = "say hello EARLIER REPLY=pong";
     let evidence = w.deliver(ID, earlier, 120).unwrap();

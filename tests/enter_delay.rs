@@ -123,9 +123,7 @@ fn measure(w: &World, cli: Cli, delay: u64, style: Style, n: usize) -> Trials {
 }
 
 fn experiment(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let n = trials();
     let style = Style::from_env();
     let measured: Vec<(u64, Trials)> = DELAYS_MS

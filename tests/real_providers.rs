@@ -2,9 +2,10 @@
 //! 0.171.0 and opencode 1.18.33 — offline, against the mock model server,
 //! each test in a network namespace of its own (see `tests/support/real`).
 //!
-//! Off unless `AGENT_COMMS_REAL_PROVIDERS` names the directory holding the
-//! three CLIs (what `scripts/install-providers` prints); then each test
-//! prints one line saying it is skipped. Needs `unshare -n` and `nsenter`
+//! Every test is `#[ignore]`d, as it needs the three CLIs: run them with
+//! `--include-ignored` and `AGENT_COMMS_REAL_PROVIDERS` naming the
+//! directory that holds them (what `scripts/install-providers` prints);
+//! without it each fails saying so. Needs `unshare -n` and `nsenter`
 //! (root, or the capability to make network namespaces), and
 //! `mock-model-server` built next to `agent-comms`
 //! (`cargo build -p agent-comms-mockmodel`):
@@ -12,7 +13,7 @@
 //! ```sh
 //! cargo build -p agent-comms-mockmodel
 //! AGENT_COMMS_REAL_PROVIDERS="$(scripts/install-providers)" \
-//!     cargo test --test real_providers -- --test-threads=2
+//!     cargo test --test real_providers -- --include-ignored --test-threads=2
 //! ```
 //!
 //! Casts of the served sessions and the mock's request log stay in
@@ -57,9 +58,7 @@ fn prompt_marker(cli: Cli) -> &'static str {
 }
 
 fn reaches_idle(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let mut served = w.serve(ID, &[], &[]);
     let t0 = Instant::now();
     w.wait_activity(ID, "idle", START, "start-up");
@@ -102,16 +101,19 @@ fn reaches_idle(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_starts_and_reaches_its_idle_prompt() {
     reaches_idle(Cli::Claude, "claude_starts_and_reaches_its_idle_prompt");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_starts_and_reaches_its_idle_prompt() {
     reaches_idle(Cli::Codex, "codex_starts_and_reaches_its_idle_prompt");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_starts_and_reaches_its_idle_prompt() {
     reaches_idle(Cli::Opencode, "opencode_starts_and_reaches_its_idle_prompt");
 }
@@ -119,9 +121,7 @@ fn opencode_starts_and_reaches_its_idle_prompt() {
 // --- deliver: busy during the reply, idle after, a second one waits ---------
 
 fn delivers_and_waits_for_the_turn(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let mut served = start_served(&w);
     let first = "say hello THINK=1 SLOW=3 REPLY=pong";
     let second = "say again SLOW=1 REPLY=second";
@@ -228,6 +228,7 @@ fn delivers_and_waits_for_the_turn(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_delivery_sees_the_turn_busy_and_waits_for_its_end() {
     delivers_and_waits_for_the_turn(
         Cli::Claude,
@@ -236,6 +237,7 @@ fn claude_delivery_sees_the_turn_busy_and_waits_for_its_end() {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_delivery_sees_the_turn_busy_and_waits_for_its_end() {
     delivers_and_waits_for_the_turn(
         Cli::Codex,
@@ -244,6 +246,7 @@ fn codex_delivery_sees_the_turn_busy_and_waits_for_its_end() {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_delivery_sees_the_turn_busy_and_waits_for_its_end() {
     delivers_and_waits_for_the_turn(
         Cli::Opencode,
@@ -254,9 +257,7 @@ fn opencode_delivery_sees_the_turn_busy_and_waits_for_its_end() {
 // --- send --wait from another agent -----------------------------------------
 
 fn a_message_is_announced(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let mut served = start_served(&w);
     let (ok, out, err) = w.ac(
         &[
@@ -317,16 +318,19 @@ fn a_message_is_announced(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_gets_a_message_from_another_agent() {
     a_message_is_announced(Cli::Claude, "claude_gets_a_message_from_another_agent");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_gets_a_message_from_another_agent() {
     a_message_is_announced(Cli::Codex, "codex_gets_a_message_from_another_agent");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_gets_a_message_from_another_agent() {
     a_message_is_announced(Cli::Opencode, "opencode_gets_a_message_from_another_agent");
 }
@@ -335,9 +339,7 @@ fn opencode_gets_a_message_from_another_agent() {
 /// submitted (by its first Enter) and reaches the model exactly once. The
 /// experiment behind the delays is tests/enter_delay.rs.
 fn twenty_deliveries_land_once(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let mut served = start_served(&w);
     let trials = Trials::run(&w, ID, "in a row", 20);
     assert!(trials.lost.is_empty(), "[{test}] {:#?}", trials.lost);
@@ -356,16 +358,19 @@ fn twenty_deliveries_land_once(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_takes_twenty_deliveries_each_once() {
     twenty_deliveries_land_once(Cli::Claude, "claude_takes_twenty_deliveries_each_once");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_takes_twenty_deliveries_each_once() {
     twenty_deliveries_land_once(Cli::Codex, "codex_takes_twenty_deliveries_each_once");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_takes_twenty_deliveries_each_once() {
     twenty_deliveries_land_once(Cli::Opencode, "opencode_takes_twenty_deliveries_each_once");
 }
@@ -378,9 +383,7 @@ fn opencode_takes_twenty_deliveries_each_once() {
 /// run; that nothing is taken while the agent works is the fakes' test
 /// (tests/interactive.rs).
 fn a_burst_is_one_turn(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let (ok, out, err) = w.ac(
         &["--actor", ID, "runtime", "configure", "--id", ID],
         Duration::from_secs(20),
@@ -451,16 +454,19 @@ fn a_burst_is_one_turn(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_gets_a_burst_in_one_turn() {
     a_burst_is_one_turn(Cli::Claude, "claude_gets_a_burst_in_one_turn");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_gets_a_burst_in_one_turn() {
     a_burst_is_one_turn(Cli::Codex, "codex_gets_a_burst_in_one_turn");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_gets_a_burst_in_one_turn() {
     a_burst_is_one_turn(Cli::Opencode, "opencode_gets_a_burst_in_one_turn");
 }
@@ -566,9 +572,7 @@ fn is_descendant(pid: u32, ancestor: u32) -> bool {
 }
 
 fn takes_over(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     // An ordinary session, one turn on it.
     let mut ordinary = w.ordinary(&[]);
     assert!(
@@ -745,6 +749,7 @@ fn takes_over(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn an_ordinary_claude_is_taken_over_on_its_session() {
     takes_over(
         Cli::Claude,
@@ -753,11 +758,13 @@ fn an_ordinary_claude_is_taken_over_on_its_session() {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn an_ordinary_codex_is_taken_over_on_its_thread() {
     takes_over(Cli::Codex, "an_ordinary_codex_is_taken_over_on_its_thread");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn an_ordinary_opencode_is_taken_over_on_its_session() {
     takes_over(
         Cli::Opencode,
@@ -850,9 +857,7 @@ fn call_through_the_model(w: &World, verb: &str, tool: &str, args: &Value) -> Va
 /// is on the screen, and no other request (titles, Claude's side requests)
 /// was answered with a call.
 fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     let file = w.work.join(TOOL_FILE);
     let (tool, args, cli_args) = writing_tool(cli, &file);
     let mut served = w.serve(ID, &[], cli_args);
@@ -890,16 +895,19 @@ fn runs_a_tool_the_model_asks_for(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_runs_a_tool_the_model_asks_for() {
     runs_a_tool_the_model_asks_for(Cli::Claude, "claude_runs_a_tool_the_model_asks_for");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_runs_a_tool_the_model_asks_for() {
     runs_a_tool_the_model_asks_for(Cli::Codex, "codex_runs_a_tool_the_model_asks_for");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_runs_a_tool_the_model_asks_for() {
     runs_a_tool_the_model_asks_for(Cli::Opencode, "opencode_runs_a_tool_the_model_asks_for");
 }
@@ -969,9 +977,7 @@ fn wait_until_offered(w: &World, tool: &str) {
 }
 
 fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
-    let Some(w) = World::new(cli, test) else {
-        return;
-    };
+    let w = World::new(cli, test);
     assert_eq!(
         k(&w, &["new", CELL_SESSION, "python3"]),
         format!("OK {CELL_SESSION}\n")
@@ -1030,16 +1036,19 @@ fn runs_a_cell_over_mcp(cli: Cli, test: &str) {
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn claude_runs_a_cell_over_mcp() {
     runs_a_cell_over_mcp(Cli::Claude, "claude_runs_a_cell_over_mcp");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn codex_runs_a_cell_over_mcp() {
     runs_a_cell_over_mcp(Cli::Codex, "codex_runs_a_cell_over_mcp");
 }
 
 #[test]
+#[ignore = needs_real_clis!()]
 fn opencode_runs_a_cell_over_mcp() {
     runs_a_cell_over_mcp(Cli::Opencode, "opencode_runs_a_cell_over_mcp");
 }

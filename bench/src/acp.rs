@@ -531,6 +531,7 @@ fn run_real_test(bench: &Bench, repo: &Path, bins: &Path) -> Result<Vec<Value>, 
                 "--test",
                 REAL_TEST,
                 "--",
+                "--include-ignored",
                 "--test-threads=1",
             ])
             .env(REAL_PROVIDERS_ENV, bins)

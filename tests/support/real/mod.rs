@@ -116,17 +116,24 @@ impl Cli {
     }
 }
 
-/// The bin dir of the real CLIs, or `None` (after one line saying why) when
-/// this test is to be skipped.
-pub fn enabled(test: &str) -> Option<PathBuf> {
+/// Why a test of the real CLIs is `#[ignore]`d: it runs only when asked,
+/// with `--include-ignored` (as .ci/run does once the CLIs are installed).
+#[macro_export]
+macro_rules! needs_real_clis {
+    () => {
+        "needs the real CLIs: set AGENT_COMMS_REAL_PROVIDERS to what scripts/install-providers prints (docs/providers.md)"
+    };
+}
+
+/// The bin dir of the real CLIs. A test that needs them is ignored unless
+/// asked for; asked for without them, it fails saying what is missing
+/// rather than passing having tested nothing.
+pub fn enabled(test: &str) -> PathBuf {
     let dir = match std::env::var_os(ENABLE) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            println!(
-                "skipped {test}: {ENABLE} is not set (set it to the directory scripts/install-providers prints to run the real CLIs)"
-            );
-            return None;
-        }
+        _ => panic!(
+            "{test} needs the real CLIs: {ENABLE} is not set (set it to the directory scripts/install-providers prints)"
+        ),
     };
     for program in ["claude", "codex", "opencode"] {
         let p = dir.join(program);
@@ -137,10 +144,9 @@ pub fn enabled(test: &str) -> Option<PathBuf> {
         );
     }
     if let Err(why) = netns_check() {
-        println!("skipped {test}: cannot make a network namespace: {why}");
-        return None;
+        panic!("{test} runs the CLIs offline, in a network namespace, and cannot make one here: {why}");
     }
-    Some(dir)
+    dir
 }
 
 /// Whether `unshare -n` works here (once per test binary).

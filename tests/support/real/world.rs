@@ -51,8 +51,8 @@ pub struct World {
 impl World {
     /// Sets up the world of `test` for `cli`, or `None` (after one line) when
     /// the real-provider tests are off here.
-    pub fn new(cli: Cli, test: &str) -> Option<World> {
-        let bins = enabled(test)?;
+    pub fn new(cli: Cli, test: &str) -> World {
+        let bins = enabled(test);
         let mock = mock_server_exe();
         let env = TestEnv::new();
         let user_home = env.user_home();
@@ -86,7 +86,7 @@ impl World {
         };
         world.seed();
         world.start_mock(&mock);
-        Some(world)
+        world
     }
 
     /// The environment of everything this test runs in the namespace:
