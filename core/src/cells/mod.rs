@@ -129,10 +129,12 @@ pub struct CellEngine {
     /// When the REPL last printed anything.
     last_output: Instant,
     created: Instant,
-    /// Lines naming the cells directory are our own invocations (`. file`,
-    /// `__k('file')`), and lines carrying the token our set-up: machinery
-    /// the filtered view hides.
-    files_marker: String,
+    /// What marks a line of our own machinery, which the filtered view
+    /// hides: the cells directory (our invocations, `. file`,
+    /// `__k('file')`), the token, and the start of each long set-up line
+    /// (python's carries its script base64-encoded, so neither of the
+    /// others shows in its echo).
+    machinery: Vec<String>,
     setup_typed: bool,
     setup_cue_seen: bool,
     cue_window: Vec<u8>,
@@ -146,6 +148,23 @@ pub struct CellEngine {
     view: FilteredView,
 }
 
+/// How long a set-up line's start must be to mark it: long enough that
+/// a REPL's own output never starts the same way.
+const SETUP_MARK_CHARS: usize = 40;
+
+fn machinery_marks(config: &CellsConfig) -> Vec<String> {
+    let mut marks = vec![config.files_dir.display().to_string(), config.token.clone()];
+    if let FrameMode::Integration(i) = &config.frame {
+        marks.extend(
+            i.setup
+                .lines()
+                .filter(|line| line.chars().count() >= SETUP_MARK_CHARS)
+                .map(|line| line.chars().take(SETUP_MARK_CHARS).collect()),
+        );
+    }
+    marks
+}
+
 impl CellEngine {
     pub fn new(
         session: SessionName,
@@ -156,7 +175,7 @@ impl CellEngine {
         let _ = crate::os::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
             .create(&config.files_dir);
         Self {
-            files_marker: config.files_dir.display().to_string(),
+            machinery: machinery_marks(&config),
             session,
             at_prompt: false,
             line_startup: (!matches!(config.frame, FrameMode::Integration(_)))

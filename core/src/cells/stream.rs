@@ -30,9 +30,7 @@ impl CellEngine {
     }
 
     pub(super) fn on_text(&mut self, text: &[u8]) {
-        let shown = self
-            .view
-            .text(text, &[&self.files_marker, &self.config.token]);
+        let shown = self.view.text(text, &self.machinery);
         self.broadcast_lines(shown);
         if let Some(startup) = self.line_startup.as_mut() {
             let prompt = match &self.config.frame {

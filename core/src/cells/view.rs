@@ -36,7 +36,7 @@ impl FilteredView {
     /// Stripped text from the PTY; whole lines pass to the view. Returns the
     /// lines that became visible. Lines containing any of `hide` (our own
     /// set-up and invocation lines) are left out.
-    pub fn text(&mut self, text: &[u8], hide: &[&str]) -> Vec<String> {
+    pub fn text(&mut self, text: &[u8], hide: &[String]) -> Vec<String> {
         let mut shown = Vec::new();
         for &b in text {
             if b == b'\n' {
@@ -129,7 +129,7 @@ mod tests {
         let mut v = FilteredView::default();
         v.text(
             b"out\n$\n$\n$\n$\n$\n$\nx\nx\n. /tmp/k/1.sh\ny\n",
-            &["/tmp/k/"],
+            &["/tmp/k/".to_owned()],
         );
         v.event("-- done --".into());
         assert_eq!(v.last(10), vec!["out", "x", "x", "y", "-- done --"]);
