@@ -14,8 +14,8 @@
 //! benchmark drains and counts, as a terminal would take it.
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 use std::os::fd::RawFd;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};

@@ -115,7 +115,10 @@ fn throughput(bench: &Bench) -> Vec<Row> {
             o.median.value() >= f.median.value() / 2.0 && o.median.value() > t.median.value()
         });
         let of_floor = compared.map_or(String::new(), |((o, f), _)| {
-            format!(" ({:.2}× the floor's rate)", o.median.value() / f.median.value())
+            format!(
+                " ({:.2}× the floor's rate)",
+                o.median.value() / f.median.value()
+            )
         });
         let mut row = Row::new(what, system, result);
         row.target = judge(

@@ -144,7 +144,9 @@ pub fn enabled(test: &str) -> PathBuf {
         );
     }
     if let Err(why) = netns_check() {
-        panic!("{test} runs the CLIs offline, in a network namespace, and cannot make one here: {why}");
+        panic!(
+            "{test} runs the CLIs offline, in a network namespace, and cannot make one here: {why}"
+        );
     }
     dir
 }

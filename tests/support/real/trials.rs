@@ -83,11 +83,12 @@ impl Trials {
                 .iter()
                 .filter(|p| p.trim().ends_with(text.as_str()))
                 .count();
-            let in_a_request = log.contains(&format!("\"{text}\""));
-            if turns > 1 || turns == 0 && !in_a_request {
-                at_model.not_once.push(text);
-            } else if turns == 0 {
-                at_model.sent_with_next.push(text);
+            // The whole log is searched only for a text no turn ended with
+            // (it grows with the square of the trials).
+            match turns {
+                1 => {}
+                0 if log.contains(&format!("\"{text}\"")) => at_model.sent_with_next.push(text),
+                _ => at_model.not_once.push(text),
             }
         }
         at_model
