@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::env::TestEnv;
 use support::fakes::{fake, fake_events as events, serve_argv, start_argv};
+use support::lines::Lines;
 use support::run::{run_bounded, Run};
 use support::term::Term;
 use support::{wait_until, wait_until_within};
@@ -1627,4 +1628,44 @@ fn send_to_an_unreachable_runtime_says_so() {
             && run.stdout.contains("waits in the store"),
         "{run:#?}"
     );
+}
+
+/// `invocation list --follow` is told of each change by the store: a
+/// message sent after it started shows, and its DELIVERED line comes
+/// within 100 ms of the time the store recorded the delivery.
+#[test]
+fn follow_shows_a_message_delivered_as_it_happens() {
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "bob", "claude", &[], &[]);
+    let before = send(&env, "alice", "bob", "before the follow", true);
+    let mut follow = Lines::spawn(
+        env.command(&["invocation", "list", "--follow", "--json", "--to", "bob"]),
+        "invocation list --follow",
+    );
+    let line = |l: &str| serde_json::from_str::<Value>(l).unwrap();
+    // What is already there comes first: the follow is listening.
+    follow.wait_for("the earlier message", |l| line(l)["id"] == before["id"]);
+    let sent = send(&env, "carol", "bob", "after the follow", false);
+    let id = sent["id"].clone();
+    follow.wait_for("the new message", |l| line(l)["id"] == id);
+    let delivered = line(&follow.wait_for("its DELIVERED state", |l| {
+        line(l)["id"] == id && line(l)["status"] == "DELIVERED"
+    }));
+    let ms = |field: &str| {
+        let text = delivered[field].as_str().unwrap();
+        agent_comms_core::time::unix_millis_from_iso(text).unwrap()
+    };
+    let late = ms("seen").saturating_sub(ms("delivered"));
+    assert!(
+        late < 100,
+        "DELIVERED seen {late} ms after the store's time: {delivered}"
+    );
+    // Only what --from names.
+    let mut from_alice = Lines::spawn(
+        env.command(&["invocation", "list", "--follow", "--from", "alice"]),
+        "invocation list --follow --from alice",
+    );
+    let text = from_alice.wait_for("alice's message", |l| l.contains("alice -> bob"));
+    assert!(text.contains("DELIVERED"), "{text}");
+    assert!(!text.contains("carol"), "{text}");
 }

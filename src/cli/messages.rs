@@ -12,6 +12,8 @@ use agent_comms_core::display;
 use agent_comms_core::ids::Id;
 use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, Store};
 use anyhow::{bail, Context};
+
+use super::follow;
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
@@ -44,6 +46,15 @@ pub enum MessageCommand {
         /// Only messages to this agent.
         #[arg(long)]
         to: Option<String>,
+        /// Only messages from this agent.
+        #[arg(long)]
+        from: Option<String>,
+        /// Keep running: print each message again whenever its state
+        /// changes (stored, DELIVERING, DELIVERED, FAILED …), as it
+        /// happens. With --json, one object a line, with `seen`: when the
+        /// change was seen.
+        #[arg(long)]
+        follow: bool,
         #[arg(long)]
         json: bool,
     },
@@ -205,16 +216,26 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
 pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     let store = open_store()?;
     match cmd {
-        MessageCommand::List { status, to, json } => {
+        MessageCommand::List {
+            status,
+            to,
+            from,
+            follow,
+            json,
+        } => {
             let status = status.map(|s| s.parse::<InvocationStatus>()).transpose()?;
             let to = to.as_deref().map(Id::agent).transpose()?;
-            let views = messages::list(
-                &store,
-                &InvocationFilter {
-                    status,
-                    to: to.as_ref().map(Id::as_str),
-                },
-            )?;
+            let from = from.as_deref().map(Id::agent).transpose()?;
+            let filter = InvocationFilter {
+                status,
+                to: to.as_ref().map(Id::as_str),
+                from: from.as_ref().map(Id::as_str),
+            };
+            if follow {
+                follow::follow(&filter, json)?;
+                return Ok(0);
+            }
+            let views = messages::list(&store, &filter)?;
             if json {
                 println!("{}", serde_json::to_string(&views)?);
             } else if views.is_empty() {

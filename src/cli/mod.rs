@@ -6,6 +6,7 @@ pub mod agent_comms;
 mod bridge;
 mod cells_format;
 mod doctor;
+mod follow;
 mod interrupt;
 pub mod k;
 pub mod km;

@@ -25,6 +25,7 @@ mod check;
 mod migrations;
 mod private;
 mod sqlite;
+pub mod watchers;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -293,6 +294,7 @@ pub struct NewInvocation<'a> {
 pub struct InvocationFilter<'a> {
     pub status: Option<InvocationStatus>,
     pub to: Option<&'a str>,
+    pub from: Option<&'a str>,
 }
 
 /// The control-plane record. Every method is one transaction of its own.

@@ -183,8 +183,8 @@ fn is_unread(status: InvocationStatus) -> bool {
 
 fn to_me(store: &SqliteStore, me: &Id) -> Result<Vec<Invocation>, ToolError> {
     let filter = InvocationFilter {
-        status: None,
         to: Some(me.as_str()),
+        ..Default::default()
     };
     store.invocations(&filter).map_err(|e| control(e.into()))
 }
