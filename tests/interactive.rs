@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
+use support::cells::bg::Bg;
 use support::env::TestEnv;
 use support::fakes::{fake, fake_events as events, serve_argv, start_argv};
-use support::lines::Lines;
 use support::run::{run_bounded, Run};
 use support::term::Term;
 use support::{wait_until, wait_until_within};
@@ -1638,19 +1638,17 @@ fn follow_shows_a_message_delivered_as_it_happens() {
     let env = TestEnv::new();
     let _served = Served::start(&env, "bob", "claude", &[], &[]);
     let before = send(&env, "alice", "bob", "before the follow", true);
-    let mut follow = Lines::spawn(
-        env.command(&["invocation", "list", "--follow", "--json", "--to", "bob"]),
-        "invocation list --follow",
+    let follow = background(
+        &env,
+        &["invocation", "list", "--follow", "--json", "--to", "bob"],
     );
     let line = |l: &str| serde_json::from_str::<Value>(l).unwrap();
     // What is already there comes first: the follow is listening.
-    follow.wait_for("the earlier message", |l| line(l)["id"] == before["id"]);
+    follow.line_where(|l| line(l)["id"] == before["id"]);
     let sent = send(&env, "carol", "bob", "after the follow", false);
     let id = sent["id"].clone();
-    follow.wait_for("the new message", |l| line(l)["id"] == id);
-    let delivered = line(&follow.wait_for("its DELIVERED state", |l| {
-        line(l)["id"] == id && line(l)["status"] == "DELIVERED"
-    }));
+    let delivered =
+        line(&follow.line_where(|l| line(l)["id"] == id && line(l)["status"] == "DELIVERED"));
     let ms = |field: &str| {
         let text = delivered[field].as_str().unwrap();
         agent_comms_core::time::unix_millis_from_iso(text).unwrap()
@@ -1660,12 +1658,17 @@ fn follow_shows_a_message_delivered_as_it_happens() {
         late < 100,
         "DELIVERED seen {late} ms after the store's time: {delivered}"
     );
-    // Only what --from names.
-    let mut from_alice = Lines::spawn(
-        env.command(&["invocation", "list", "--follow", "--from", "alice"]),
-        "invocation list --follow --from alice",
-    );
-    let text = from_alice.wait_for("alice's message", |l| l.contains("alice -> bob"));
-    assert!(text.contains("DELIVERED"), "{text}");
-    assert!(!text.contains("carol"), "{text}");
+    // Only what --from names, as text.
+    let from_alice = background(&env, &["invocation", "list", "--follow", "--from", "alice"]);
+    let text = from_alice.line();
+    assert!(text.contains(" alice -> bob DELIVERED"), "{text}");
+    assert_eq!(from_alice.try_line(Duration::from_millis(300)), None);
+}
+
+/// `agent-comms ARGS…` running on, its stdout read line by line.
+fn background(env: &TestEnv, args: &[&str]) -> Bg {
+    let mut cmd = env.command(args);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    Bg::start(cmd, &format!("agent-comms {}", args.join(" ")))
 }

@@ -113,6 +113,22 @@ enum SessionCommand {
     },
     /// Follow the session's screen read-only (Ctrl-C or q to stop).
     Watch { name: String },
+    /// Print what the program printed, as plain text (escape sequences
+    /// removed), from what the supervisor keeps (its last 256 KiB).
+    #[command(after_help = "Examples:
+  agent-comms session logs work           # everything kept
+  agent-comms session logs work -n 20     # the last 20 lines
+  agent-comms session logs work -f        # and then each new line as it is printed")]
+    Logs {
+        name: String,
+        /// Only the last N lines.
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        lines: Option<usize>,
+        /// Keep printing what the program prints, until it ends (Ctrl-C
+        /// to stop).
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
     /// Print the current screen as text.
     Snapshot {
         name: String,
@@ -265,6 +281,11 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
                 stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?,
             )
         }
+        SessionCommand::Logs {
+            name,
+            lines,
+            follow,
+        } => super::logs::logs(connect(&name)?.0, &name, lines, follow),
         SessionCommand::Snapshot { name, json } => snapshot(&name, json),
         SessionCommand::Activity { name, json } => activity(&name, json),
         SessionCommand::Send { name, keys, text } => send(&name, keys, &text),

@@ -11,6 +11,7 @@ mod interrupt;
 pub mod k;
 pub mod km;
 mod launch;
+mod logs;
 mod mcp;
 mod messages;
 mod runtime;

@@ -8,7 +8,6 @@
 //! - [`run`]: the one bounded command runner;
 //! - [`term`]: the one test-side terminal (a real PTY; size and query
 //!   answering are options);
-//! - [`lines`]: a command that keeps printing, read line by line;
 //! - [`procs`]: processes by pid, from /proc;
 //! - [`fakes`]: the fake providers and the `interactive-serve` command line;
 //! - [`cells`]: what the `k`/`km` tests add (tests/cells.rs);
@@ -26,7 +25,6 @@ pub mod acp_client;
 pub mod cells;
 pub mod env;
 pub mod fakes;
-pub mod lines;
 pub mod procs;
 pub mod raw;
 pub mod real;

@@ -82,6 +82,7 @@ fn request_limit(request: &Request) -> usize {
         | Request::Subscribe { .. }
         | Request::History { .. }
         | Request::OutputSince { .. }
+        | Request::FollowOutput { .. }
         | Request::Nudge { .. }
         | Request::AcpStatus
         | Request::Cancel

@@ -65,6 +65,12 @@ pub enum Request {
     OutputSince {
         cursor: u64,
     },
+    /// [`Request::OutputSince`], then a live stream: the reply is the text
+    /// after `cursor`, and every later piece of text follows as a
+    /// `printed` event (`session logs --follow`).
+    FollowOutput {
+        cursor: u64,
+    },
     /// Type one line into the program with the delivery discipline (wait
     /// for idle and a quiet keyboard, verify echo and submission); the reply
     /// is `Delivered` with the evidence, or an error saying why not.
@@ -194,6 +200,8 @@ pub enum Event {
     Exited(ExitInfo),
     Cell(CellEvent),
     Transcript(TranscriptEntry),
+    /// Text the program printed, after a [`Request::FollowOutput`].
+    Printed(OutputSince),
 }
 
 /// Text a program printed after a position ([`Request::OutputSince`]).

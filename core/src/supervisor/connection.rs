@@ -90,6 +90,7 @@ impl Connection {
                 Request::Subscribe { history, lines } => {
                     return self.subscribe(id, history, lines).await
                 }
+                Request::FollowOutput { cursor } => return self.follow_output(id, cursor).await,
                 Request::Nudge {
                     wait_for,
                     timeout_ms,
@@ -226,14 +227,7 @@ impl Connection {
                 },
                 Err(message) => Response::Error { message },
             },
-            Request::OutputSince { cursor } => {
-                let since = state.output_log.since(cursor);
-                Response::Output(OutputSince {
-                    text: since.text,
-                    cursor: since.cursor,
-                    skipped: since.skipped,
-                })
-            }
+            Request::OutputSince { cursor } => Response::Output(output_since(&state, cursor)),
             Request::AcpStatus | Request::Cancel | Request::Follow => Response::Error {
                 message: format!(
                     "session '{}' is not an ACP runtime; it has no ACP session to report, cancel or follow",
@@ -243,6 +237,7 @@ impl Connection {
             Request::Attach { .. }
             | Request::Kill { .. }
             | Request::Subscribe { .. }
+            | Request::FollowOutput { .. }
             | Request::Deliver { .. }
             | Request::Nudge { .. } => {
                 unreachable!("handled by the caller")
@@ -357,6 +352,47 @@ impl Connection {
         }
     }
 
+    /// `session logs --follow`: the text after `cursor`, then each new
+    /// piece as the program prints it. Every output chunk wakes it; the
+    /// text itself comes from the output log, so a chunk missed by a slow
+    /// reader is still read (or reported skipped), never lost silently.
+    async fn follow_output(&mut self, id: u32, cursor: u64) -> Result<(), Closed> {
+        // Subscribed under the lock the first read takes: text pushed
+        // after that read wakes the loop.
+        let (mut output, first) = {
+            let state = self.shared.lock();
+            (self.shared.output.subscribe(), output_since(&state, cursor))
+        };
+        let mut cursor = first.cursor;
+        self.reply(id, Response::Output(first)).await?;
+        let mut exit = self.shared.exit.clone();
+        let mut buf = [0u8; 1024];
+        loop {
+            let ended = tokio::select! {
+                chunk = output.recv() => match chunk {
+                    Ok(_) | Err(RecvError::Lagged(_)) => None,
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                read = self.framed.read.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return Err(Closed::Peer),
+                    Ok(_) => None,
+                },
+                info = exited(&mut exit) => Some(info),
+            };
+            let since = output_since(&self.shared.lock(), cursor);
+            if !since.text.is_empty() || since.skipped > 0 {
+                cursor = since.cursor;
+                self.send(id, Message::Event(Event::Printed(since)))
+                    .await
+                    .map_err(|_| Closed::Peer)?;
+            }
+            if let Some(info) = ended {
+                let _ = self.send(id, Message::Event(Event::Exited(info))).await;
+                return Ok(());
+            }
+        }
+    }
+
     /// `km`: cell events pushed as they happen.
     async fn subscribe(&mut self, id: u32, history: bool, lines: bool) -> Result<(), Closed> {
         let subscription = self.shared.lock().cells_mut().map(|c| c.subscribe(history));
@@ -384,6 +420,16 @@ impl Connection {
                 read = self.framed.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
             }
         }
+    }
+}
+
+/// What the program printed after `cursor`, for the wire.
+fn output_since(state: &super::State, cursor: u64) -> OutputSince {
+    let since = state.output_log.since(cursor);
+    OutputSince {
+        text: since.text,
+        cursor: since.cursor,
+        skipped: since.skipped,
     }
 }
 
