@@ -1672,3 +1672,40 @@ fn background(env: &TestEnv, args: &[&str]) -> Bg {
         .stderr(std::process::Stdio::piped());
     Bg::start(cmd, &format!("agent-comms {}", args.join(" ")))
 }
+
+/// Text output says how long ago and colours states on a terminal; a pipe
+/// and `NO_COLOR` get no colour, and `--json` keeps the absolute times.
+#[test]
+fn a_terminal_sees_colour_and_how_long_ago_a_pipe_sees_plain_text() {
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "bob", "claude", &[], &[]);
+    send(&env, "alice", "bob", "colour me", true);
+    let green = "\x1b[32mDELIVERED";
+    let term = env.term(&["invocation", "list"]);
+    // Seconds ago on a slow machine, "just now" on most.
+    let ago = |text: &str| text.contains("just now") || text.contains(" s ago");
+    term.wait_for(green);
+    assert!(ago(&term.output()), "{}", term.output());
+    let argv = [support::BIN, "invocation", "list"];
+    let plain = env.term_with(&argv, &[("NO_COLOR", "1")], false);
+    plain.wait_for("DELIVERED");
+    assert!(ago(&plain.output()), "{}", plain.output());
+    assert!(!plain.output().contains('\u{1b}'), "{:?}", plain.output());
+    let piped = env.run_ok(&["invocation", "list"]).stdout;
+    assert!(piped.contains("DELIVERED") && ago(&piped), "{piped}");
+    assert!(!piped.contains('\u{1b}'), "{piped:?}");
+    let listed = json(&env.run_ok(&["invocation", "list", "--json"]));
+    let created = listed[0]["created"].as_str().unwrap();
+    assert!(
+        agent_comms_core::time::unix_millis_from_iso(created).is_some(),
+        "{listed}"
+    );
+    // Errors are red on a terminal only.
+    let error = env.term(&["invocation", "show", "inv_000000000000"]);
+    error.wait_for("\x1b[31magent-comms: no message");
+    let piped = env.run(&["invocation", "show", "inv_000000000000"]);
+    assert!(
+        piped.stderr.starts_with("agent-comms: no message"),
+        "{piped:#?}"
+    );
+}

@@ -203,7 +203,8 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agent-comms: {}", one_line(&located(e)));
+            let line = format!("agent-comms: {}", one_line(&located(e)));
+            eprintln!("{}", super::look::error(&line));
             1
         }
     }
@@ -477,18 +478,18 @@ fn list(json: bool) -> anyhow::Result<i32> {
         println!("no sessions");
     } else {
         println!(
-            "{:<20} {:<11} {:>8} {:>7}  {:<24} COMMAND",
+            "{:<20} {:<11} {:>8} {:>7}  {:<13} COMMAND",
             "NAME", "KIND", "PID", "CLIENTS", "STARTED"
         );
         for i in &infos {
             println!(
-                "{:<20} {:<11} {:>8} {:>7}  {:<24} {}",
+                "{:<20} {:<11} {:>8} {:>7}  {:<13} {}",
                 // As a str: a name's Display writes it without the padding.
                 i.record.name.as_str(),
                 i.record.kind.as_str(),
                 i.record.pid,
                 i.clients,
-                i.record.started,
+                super::look::ago_iso(&i.record.started),
                 display::one_line(&i.record.command)
             );
         }

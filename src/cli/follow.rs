@@ -35,6 +35,7 @@ pub fn follow(filter: &InvocationFilter<'_>, json: bool) -> anyhow::Result<()> {
     let store = open_store()?;
     let mut known: HashMap<String, Seen> = HashMap::new();
     let mut out = std::io::stdout().lock();
+    let colour = super::look::colour(false);
     loop {
         let messages = store.invocations(filter)?;
         let seen = unix_millis();
@@ -54,7 +55,7 @@ pub fn follow(filter: &InvocationFilter<'_>, json: bool) -> anyhow::Result<()> {
                 line["seen"] = iso_from_unix_millis(seen).into();
                 line.to_string()
             } else {
-                text_line(inv, seen)
+                text_line(inv, seen, colour)
             };
             // A reader that went away (`| head`) ends the command.
             if writeln!(out, "{line}").is_err() {
@@ -71,7 +72,7 @@ pub fn follow(filter: &InvocationFilter<'_>, json: bool) -> anyhow::Result<()> {
 
 /// `HH:MM:SS.mmm inv_… alice -> bob DELIVERED (reason)`, the time being
 /// when the change was seen (UTC).
-fn text_line(inv: &Invocation, seen: u64) -> String {
+fn text_line(inv: &Invocation, seen: u64, colour: bool) -> String {
     let clock = iso_from_unix_millis(seen);
     let clock = clock.get(11..23).unwrap_or(&clock);
     let reason = inv
@@ -84,6 +85,6 @@ fn text_line(inv: &Invocation, seen: u64) -> String {
         display::one_line(&inv.id),
         display::one_line(&inv.from),
         display::one_line(&inv.to),
-        inv.status
+        super::look::state(inv.status.as_str(), colour)
     )
 }

@@ -13,7 +13,7 @@ use agent_comms_core::ids::Id;
 use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, Store};
 use anyhow::{bail, Context};
 
-use super::follow;
+use super::{follow, look};
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
@@ -242,18 +242,19 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
                 println!("no invocations");
             } else {
                 println!(
-                    "{:<17} {:<12} {:<12} {:<11} {:<24} DELIVERED",
+                    "{:<17} {:<12} {:<12} {:<11} {:<13} DELIVERED",
                     "ID", "FROM", "TO", "STATUS", "CREATED"
                 );
+                let colour = look::colour(false);
                 for v in &views {
                     println!(
-                        "{:<17} {:<12} {:<12} {:<11} {:<24} {}",
+                        "{:<17} {:<12} {:<12} {} {:<13} {}",
                         display::one_line(&v.id),
                         display::one_line(&v.from),
                         display::one_line(&v.to),
-                        v.status.to_string(),
-                        v.created,
-                        v.delivered.as_deref().unwrap_or("-")
+                        look::state(&format!("{:<11}", v.status), colour),
+                        look::ago_iso(&v.created),
+                        v.delivered.as_deref().map_or("-".into(), look::ago_iso)
                     );
                 }
             }
@@ -322,10 +323,13 @@ fn print_full(v: &InvocationView) {
     println!("id:        {}", line(&v.id));
     println!("from:      {}", line(&v.from));
     println!("to:        {}", line(&v.to));
-    println!("status:    {}", v.status);
-    println!("created:   {}", v.created);
+    println!(
+        "status:    {}",
+        look::state(&v.status.to_string(), look::colour(false))
+    );
+    println!("created:   {} ({})", v.created, look::ago_iso(&v.created));
     if let Some(d) = &v.delivered {
-        println!("delivered: {d}");
+        println!("delivered: {d} ({})", look::ago_iso(d));
     }
     if let Some(r) = &v.reason {
         println!("reason:    {}", line(r));

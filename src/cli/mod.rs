@@ -12,6 +12,7 @@ pub mod k;
 pub mod km;
 mod launch;
 mod logs;
+mod look;
 mod mcp;
 mod messages;
 mod runtime;
