@@ -1709,3 +1709,32 @@ fn a_terminal_sees_colour_and_how_long_ago_a_pipe_sees_plain_text() {
         "{piped:#?}"
     );
 }
+
+/// A delivery held back says so on a terminal — what it waits for and for
+/// how long — and says nothing of it into a pipe.
+#[test]
+fn a_waiting_delivery_says_what_it_waits_for_on_a_terminal_only() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    served.term.write(b"half typ");
+    served.term.wait_for("half typ");
+    // Into a pipe: the wait is silent; only its end is said.
+    let piped = env.run(&["runtime", "deliver", "--id", "bob", "--timeout", "1", "x"]);
+    let piped = piped.fails_with_one_line();
+    assert!(piped.stderr.starts_with("agent-comms: timed out"), "{piped:#?}");
+    assert!(!piped.stderr.contains("agent-comms: waiting "), "{piped:#?}");
+    assert!(!piped.stderr.contains('\r'), "{piped:#?}");
+    // On a terminal: the line says what holds the delivery back.
+    let deliver = env.term(&["runtime", "deliver", "--id", "bob", "from a script"]);
+    deliver.wait_for("agent-comms: waiting ");
+    deliver.wait_for("s: the input line holds unsent text");
+    let send = env.term(&[
+        "--actor", "alice", "send", "--to", "bob", "--wait", "20", "hi",
+    ]);
+    send.wait_for("agent-comms: waiting ");
+    // Freed, both go in, and the wait line is erased before the result.
+    served.term.write(b"\x15"); // Ctrl-U
+    deliver.wait_for("delivered to bob");
+    send.wait_for("to bob: delivered");
+    assert_eq!(served.submitted_texts()[0], "from a script");
+}

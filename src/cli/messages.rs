@@ -114,6 +114,13 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         (None, None) => bail!("give the message as TEXT or --body-file FILE"),
     };
     let store = open_store()?;
+    let mut line = super::waiting::WaitLine::on_terminal();
+    let telling = line.is_some();
+    let mut show = |wait: Option<&_>| {
+        if let Some(line) = line.as_mut() {
+            line.show(wait);
+        }
+    };
     let sent = messages::send(
         &store,
         &host_id()?,
@@ -121,6 +128,7 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         &to,
         &body,
         args.wait.map(Duration::from_secs),
+        telling.then_some(&mut show),
     )?;
     let inv = store
         .invocation(&sent.invocation.id)?

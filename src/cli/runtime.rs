@@ -521,7 +521,12 @@ pub fn deliver_with(
         try_only: args.try_only,
         timeout_ms: args.timeout.saturating_mul(1000),
     };
-    match client.request(Request::Deliver { text, options })? {
+    let request = Request::Deliver { text, options };
+    let replied = match super::waiting::WaitLine::on_terminal() {
+        Some(mut line) => client.request_telling_waits(request, &mut |w| line.show(w)),
+        None => client.request(request),
+    };
+    match replied? {
         Response::Delivered(e) => {
             if args.json {
                 println!("{}", serde_json::to_string(&e)?);

@@ -84,6 +84,7 @@ fn request_limit(request: &Request) -> usize {
         | Request::OutputSince { .. }
         | Request::FollowOutput { .. }
         | Request::Nudge { .. }
+        | Request::ReportWaits
         | Request::AcpStatus
         | Request::Cancel
         | Request::Follow => SMALL_REQUEST,

@@ -85,6 +85,10 @@ pub enum Request {
         wait_for: Option<String>,
         timeout_ms: u64,
     },
+    /// From now on, while a `deliver` or `nudge` on this connection waits,
+    /// push a `waiting` event each time what it waits for changes (`ok`).
+    /// A client asks for this only when a person watches its wait.
+    ReportWaits,
     /// An ACP runtime's state: its agent, its session, the running turn.
     AcpStatus,
     /// End the running turn of an ACP runtime (`session/cancel`); the
@@ -202,6 +206,21 @@ pub enum Event {
     Transcript(TranscriptEntry),
     /// Text the program printed, after a [`Request::FollowOutput`].
     Printed(OutputSince),
+    /// What a delivery waits for now (`None`: it no longer waits), after
+    /// [`Request::ReportWaits`].
+    Waiting {
+        wait: Option<Waiting>,
+    },
+}
+
+/// What the delivery at the head of a session's queue waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// "the program is busy", "a person is typing", "the input line holds
+    /// unsent text", "another delivery is ahead of this one" …
+    pub why: String,
+    /// Since when it waits for that (Unix ms).
+    pub since: u64,
 }
 
 /// Text a program printed after a position ([`Request::OutputSince`]).

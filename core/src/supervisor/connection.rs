@@ -12,7 +12,7 @@ use crate::delivery::DeliveryOptions;
 use crate::pty::size::SizeError;
 use crate::socket::codec::{Frame, Message};
 use crate::socket::protocol::{
-    CellEvent, Event, ExitInfo, OutputSince, Request, Response, StreamMode,
+    CellEvent, Event, ExitInfo, OutputSince, Request, Response, StreamMode, Waiting,
 };
 use crate::socket::Stream;
 
@@ -20,13 +20,19 @@ pub(super) async fn serve(stream: Stream, shared: Shared) {
     let Some((framed, _slot)) = Framed::admit(stream, &shared.limits).await else {
         return;
     };
-    let mut conn = Connection { framed, shared };
+    let mut conn = Connection {
+        framed,
+        shared,
+        report_waits: false,
+    };
     let _ = conn.requests().await;
 }
 
 struct Connection {
     framed: Framed,
     shared: Shared,
+    /// Push what a `deliver` or `nudge` waits for (`report_waits`).
+    report_waits: bool,
 }
 
 impl Connection {
@@ -91,15 +97,19 @@ impl Connection {
                     return self.subscribe(id, history, lines).await
                 }
                 Request::FollowOutput { cursor } => return self.follow_output(id, cursor).await,
+                Request::ReportWaits => {
+                    self.report_waits = true;
+                    self.reply(id, Response::Ok).await?;
+                }
                 Request::Nudge {
                     wait_for,
                     timeout_ms,
                 } => {
-                    let response = self.nudge(wait_for, timeout_ms).await;
+                    let response = self.nudge(id, wait_for, timeout_ms).await?;
                     self.reply(id, response).await?;
                 }
                 Request::Deliver { text, options } => {
-                    let response = self.deliver(&text, options).await;
+                    let response = self.deliver(id, &text, options).await?;
                     self.reply(id, response).await?;
                 }
                 Request::CellRun {
@@ -144,30 +154,88 @@ impl Connection {
 
     /// Types `text` into the program with the delivery discipline; the
     /// reply carries the evidence or the reason.
-    async fn deliver(&mut self, text: &str, options: DeliveryOptions) -> Response {
+    async fn deliver(
+        &mut self,
+        id: u32,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> Result<Response, Closed> {
         let handle = SessionHandle {
             shared: self.shared.clone(),
         };
-        match handle.deliver(text, options).await {
+        // Behind another delivery, this one first waits for its turn.
+        let behind = self.shared.delivery.turn_taken();
+        let delivered = self
+            .telling_waits(id, behind, handle.deliver(text, options))
+            .await?;
+        Ok(match delivered {
             Ok(evidence) => Response::Delivered(evidence),
             Err(e) => Response::Error {
                 message: e.to_string(),
             },
+        })
+    }
+
+    /// Runs `work`; meanwhile, when the client asked for it
+    /// ([`Request::ReportWaits`]), pushes what the session's deliveries
+    /// wait for each time it changes (`behind`: another delivery holds
+    /// the turn, said first).
+    async fn telling_waits<T>(
+        &mut self,
+        id: u32,
+        behind: bool,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, Closed> {
+        if !self.report_waits {
+            return Ok(work.await);
+        }
+        let mut waits = self.shared.delivery.waiting();
+        waits.mark_changed();
+        if behind {
+            let ahead = Waiting {
+                why: "another delivery is ahead of this one".into(),
+                since: crate::time::unix_millis(),
+            };
+            self.send(id, Message::Event(Event::Waiting { wait: Some(ahead) }))
+                .await
+                .map_err(|_| Closed::Peer)?;
+        }
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => return Ok(done),
+                Ok(()) = waits.changed() => {
+                    let wait = waits.borrow_and_update().clone();
+                    self.send(id, Message::Event(Event::Waiting { wait }))
+                        .await
+                        .map_err(|_| Closed::Peer)?;
+                }
+            }
         }
     }
 
     /// Wakes the runtime's inbox; with `wait_for`, answers once that
     /// message's delivery attempt ended.
-    async fn nudge(&mut self, wait_for: Option<String>, timeout_ms: u64) -> Response {
+    async fn nudge(
+        &mut self,
+        id: u32,
+        wait_for: Option<String>,
+        timeout_ms: u64,
+    ) -> Result<Response, Closed> {
         if self.shared.lock().info.record.kind != crate::session::SessionKind::Interactive {
             let message = "this session is not an interactive runtime; it has no inbox".into();
-            return Response::Error { message };
+            return Ok(Response::Error { message });
         }
         let mut exit = self.shared.exit.clone();
         let ended = async move {
             exited(&mut exit).await;
         };
-        self.shared.inbox.nudge(wait_for, timeout_ms, ended).await
+        let inbox = self.shared.inbox.clone();
+        let waiting = inbox.nudge(wait_for.clone(), timeout_ms, ended);
+        match wait_for {
+            Some(_) => self.telling_waits(id, false, waiting).await,
+            None => Ok(waiting.await),
+        }
     }
 
     /// Requests answered from state at once.
@@ -238,6 +306,7 @@ impl Connection {
             | Request::Kill { .. }
             | Request::Subscribe { .. }
             | Request::FollowOutput { .. }
+            | Request::ReportWaits
             | Request::Deliver { .. }
             | Request::Nudge { .. } => {
                 unreachable!("handled by the caller")
