@@ -1721,8 +1721,14 @@ fn a_waiting_delivery_says_what_it_waits_for_on_a_terminal_only() {
     // Into a pipe: the wait is silent; only its end is said.
     let piped = env.run(&["runtime", "deliver", "--id", "bob", "--timeout", "1", "x"]);
     let piped = piped.fails_with_one_line();
-    assert!(piped.stderr.starts_with("agent-comms: timed out"), "{piped:#?}");
-    assert!(!piped.stderr.contains("agent-comms: waiting "), "{piped:#?}");
+    assert!(
+        piped.stderr.starts_with("agent-comms: timed out"),
+        "{piped:#?}"
+    );
+    assert!(
+        !piped.stderr.contains("agent-comms: waiting "),
+        "{piped:#?}"
+    );
     assert!(!piped.stderr.contains('\r'), "{piped:#?}");
     // On a terminal: the line says what holds the delivery back.
     let deliver = env.term(&["runtime", "deliver", "--id", "bob", "from a script"]);

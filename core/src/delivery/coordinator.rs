@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Mutex, Notify};
 
 use super::validate::invisible;
-use super::{validate, DeliveryError, DeliveryOptions, Evidence, Leftover};
+use super::{validate, DeliveryError, DeliveryOptions, Evidence, Leftover, Waiting};
 use crate::adapter::profile::{Input, InputStyle};
 use crate::adapter::Activity;
-use crate::socket::protocol::Waiting;
 use crate::time::unix_millis;
 
 /// How long the text may take to show after it was written.

@@ -213,15 +213,8 @@ pub enum Event {
     },
 }
 
-/// What the delivery at the head of a session's queue waits for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Waiting {
-    /// "the program is busy", "a person is typing", "the input line holds
-    /// unsent text", "another delivery is ahead of this one" …
-    pub why: String,
-    /// Since when it waits for that (Unix ms).
-    pub since: u64,
-}
+/// What a delivery waits for (the delivery layer's, sent as is).
+pub use crate::delivery::Waiting;
 
 /// Text a program printed after a position ([`Request::OutputSince`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
