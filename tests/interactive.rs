@@ -1684,12 +1684,21 @@ fn a_terminal_sees_colour_and_how_long_ago_a_pipe_sees_plain_text() {
     let term = env.term(&["invocation", "list"]);
     // Seconds ago on a slow machine, "just now" on most.
     let ago = |text: &str| text.contains("just now") || text.contains(" s ago");
-    term.wait_for(green);
-    assert!(ago(&term.output()), "{}", term.output());
+    // The message's row, whole: from its sender to its delivery time.
+    let row = |lines: &[String]| {
+        lines
+            .iter()
+            .any(|l| l.contains("alice") && l.contains("DELIVERED") && ago(l))
+    };
+    assert!(term.wait_screen(support::TIMEOUT, row), "{}", term.screen());
+    assert!(term.output().contains(green), "{:?}", term.output());
     let argv = [support::BIN, "invocation", "list"];
     let plain = env.term_with(&argv, &[("NO_COLOR", "1")], false);
-    plain.wait_for("DELIVERED");
-    assert!(ago(&plain.output()), "{}", plain.output());
+    assert!(
+        plain.wait_screen(support::TIMEOUT, row),
+        "{}",
+        plain.screen()
+    );
     assert!(!plain.output().contains('\u{1b}'), "{:?}", plain.output());
     let piped = env.run_ok(&["invocation", "list"]).stdout;
     assert!(piped.contains("DELIVERED") && ago(&piped), "{piped}");
@@ -1743,4 +1752,15 @@ fn a_waiting_delivery_says_what_it_waits_for_on_a_terminal_only() {
     deliver.wait_for("delivered to bob");
     send.wait_for("to bob: delivered");
     assert_eq!(served.submitted_texts()[0], "from a script");
+}
+
+/// A runtime served in a terminal has a person at it: one client.
+#[test]
+fn a_runtime_served_in_a_terminal_counts_as_one_client() {
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "bob", "claude", &[], &[]);
+    let entry = env
+        .ls_entry("bob")
+        .expect("the runtime's session is listed");
+    assert_eq!(entry["clients"], 1, "{entry}");
 }

@@ -110,9 +110,17 @@ enum SessionCommand {
         /// Leave with this key (a name such as C-\, C-], C-q).
         #[arg(long, default_value = "C-\\")]
         detach_key: String,
+        /// Draw no banner (which session, how to detach) on the last row.
+        #[arg(long)]
+        no_banner: bool,
     },
     /// Follow the session's screen read-only (Ctrl-C or q to stop).
-    Watch { name: String },
+    Watch {
+        name: String,
+        /// Draw no header line (which session, how to stop) on the last row.
+        #[arg(long)]
+        no_banner: bool,
+    },
     /// Print what the program printed, as plain text (escape sequences
     /// removed), from what the supervisor keeps (its last 256 KiB).
     #[command(after_help = "Examples:
@@ -274,12 +282,18 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             Ok(info.code.unwrap_or(128 + 1))
         }
         SessionCommand::Ls { json } => list(json),
-        SessionCommand::Attach { name, detach_key } => attach(&name, &detach_key),
-        SessionCommand::Watch { name } => {
+        SessionCommand::Attach {
+            name,
+            detach_key,
+            no_banner,
+        } => attach(&name, &detach_key, no_banner),
+        SessionCommand::Watch { name, no_banner } => {
             let (client, _) = connect(&name)?;
+            let banner = format!("[watching {name}, read-only; q or Ctrl-C to stop]");
+            let banner = (!no_banner).then_some(banner);
             report_end(
                 &name,
-                stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?,
+                stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY, banner)?,
             )
         }
         SessionCommand::Logs {
@@ -312,7 +326,7 @@ fn new(name: &str, spawn: SpawnArgs, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn attach(name: &str, detach_key: &str) -> anyhow::Result<i32> {
+fn attach(name: &str, detach_key: &str, no_banner: bool) -> anyhow::Result<i32> {
     let key = match key_bytes(detach_key)?.as_slice() {
         [b] => *b,
         _ => bail!(
@@ -320,8 +334,9 @@ fn attach(name: &str, detach_key: &str) -> anyhow::Result<i32> {
         ),
     };
     let (client, _) = connect(name)?;
-    eprintln!("[attached to {name}; detach with {detach_key}]\r");
-    report_end(name, stream(client, StreamMode::Interactive, key)?)
+    let banner = format!("[attached to {name}; detach with {detach_key}]");
+    let banner = (!no_banner).then_some(banner);
+    report_end(name, stream(client, StreamMode::Interactive, key, banner)?)
 }
 
 fn snapshot(name: &str, json: bool) -> anyhow::Result<i32> {

@@ -233,7 +233,9 @@ pub struct SessionInfo {
     /// on the wire (`name`, `kind`, `pid` …).
     #[serde(flatten)]
     pub record: SessionRecord,
-    /// Attach and watch clients connected now.
+    /// Attach and watch clients connected now, and the terminal a
+    /// foreground session (`session run`, `runtime interactive-serve`)
+    /// runs in.
     pub clients: u32,
     pub rows: u16,
     pub cols: u16,
