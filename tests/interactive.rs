@@ -1743,6 +1743,9 @@ fn a_waiting_delivery_says_what_it_waits_for_on_a_terminal_only() {
     let deliver = env.term(&["runtime", "deliver", "--id", "bob", "from a script"]);
     deliver.wait_for("agent-comms: waiting ");
     deliver.wait_for("s: the input line holds unsent text");
+    // It holds the turn now; the next one waits behind it.
+    let second = env.term(&["runtime", "deliver", "--id", "bob", "second"]);
+    second.wait_for("s: another delivery is ahead of this one");
     let send = env.term(&[
         "--actor", "alice", "send", "--to", "bob", "--wait", "20", "hi",
     ]);
@@ -1750,8 +1753,9 @@ fn a_waiting_delivery_says_what_it_waits_for_on_a_terminal_only() {
     // Freed, both go in, and the wait line is erased before the result.
     served.term.write(b"\x15"); // Ctrl-U
     deliver.wait_for("delivered to bob");
+    second.wait_for("delivered to bob");
     send.wait_for("to bob: delivered");
-    assert_eq!(served.submitted_texts()[0], "from a script");
+    assert_eq!(served.submitted_texts()[..2], ["from a script", "second"]);
 }
 
 /// A runtime served in a terminal has a person at it: one client.

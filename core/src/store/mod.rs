@@ -17,6 +17,9 @@
 //! crash delays a message but never loses it or delivers it twice
 //! concurrently.
 //!
+//! Each committed change to a message wakes the commands following the
+//! store (`message list --follow`, see [`watchers`]), so they never poll.
+//!
 //! Everything goes through the [`Store`] trait so that a shared server
 //! database can later back several hosts; [`SqliteStore`] is the local one.
 //! Times are Unix milliseconds (`u64`) throughout; see [`crate::time`].

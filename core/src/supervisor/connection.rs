@@ -203,6 +203,9 @@ impl Connection {
         tokio::pin!(work);
         loop {
             tokio::select! {
+                // The work first: a delivery takes its turn (if free) on
+                // its first poll, before anything is said of its wait.
+                biased;
                 done = &mut work => return Ok(done),
                 Ok(()) = waits.changed() => {
                     let wait = waits.borrow_and_update().clone();
