@@ -1381,3 +1381,23 @@ fn sh_integration_with_dash() {
     env.expect_done("d", "(exit 3)", "", Some(3));
     env.expect_done("d", "echo a\n\necho '  b'", "a\n  b", Some(0));
 }
+
+/// `session logs` prints what a cell printed as plain text (no escape
+/// sequences), `-n` only the last lines, and `--follow` what comes after.
+#[test]
+fn session_logs_prints_a_cells_output_as_plain_text() {
+    let env = Env::new();
+    env.new_session("s", BASH);
+    env.k(&["run", "s", "printf 'first-%s\\nsecond-%s\\n' one two"])
+        .is(0, "first-one\nsecond-two\n");
+    let logs = env.agent_comms(&["session", "logs", "s"]).ok();
+    assert!(logs.stdout.contains("first-one\nsecond-two\n"), "{logs:#?}");
+    assert!(!logs.stdout.contains('\u{1b}'), "{logs:#?}");
+    let last = env.agent_comms(&["session", "logs", "s", "-n", "1"]).ok();
+    assert_eq!(last.stdout.lines().count(), 1, "{last:#?}");
+    let follow = env.spawn(AGENT_COMMS, &["session", "logs", "s", "--follow"]);
+    follow.line_where(|l| l == "second-two");
+    env.k(&["run", "s", "echo later-$((40+2))"])
+        .is(0, "later-42\n");
+    follow.line_where(|l| l == "later-42");
+}

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
+use support::cells::bg::Bg;
 use support::env::TestEnv;
 use support::fakes::{fake, fake_events as events, serve_argv, start_argv};
 use support::run::{run_bounded, Run};
@@ -1637,4 +1638,143 @@ fn send_to_an_unreachable_runtime_says_so() {
             && run.stdout.contains("waits in the store"),
         "{run:#?}"
     );
+}
+
+/// `invocation list --follow` is told of each change by the store: a
+/// message sent after it started shows, and its DELIVERED line comes
+/// within 100 ms of the time the store recorded the delivery.
+#[test]
+fn follow_shows_a_message_delivered_as_it_happens() {
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "bob", "claude", &[], &[]);
+    let before = send(&env, "alice", "bob", "before the follow", true);
+    let follow = background(
+        &env,
+        &["invocation", "list", "--follow", "--json", "--to", "bob"],
+    );
+    let line = |l: &str| serde_json::from_str::<Value>(l).unwrap();
+    // What is already there comes first: the follow is listening.
+    follow.line_where(|l| line(l)["id"] == before["id"]);
+    let sent = send(&env, "carol", "bob", "after the follow", false);
+    let id = sent["id"].clone();
+    let delivered =
+        line(&follow.line_where(|l| line(l)["id"] == id && line(l)["status"] == "DELIVERED"));
+    let ms = |field: &str| {
+        let text = delivered[field].as_str().unwrap();
+        agent_comms_core::time::unix_millis_from_iso(text).unwrap()
+    };
+    let late = ms("seen").saturating_sub(ms("delivered"));
+    assert!(
+        late < 100,
+        "DELIVERED seen {late} ms after the store's time: {delivered}"
+    );
+    // Only what --from names, as text.
+    let from_alice = background(&env, &["invocation", "list", "--follow", "--from", "alice"]);
+    let text = from_alice.line();
+    assert!(text.contains(" alice -> bob DELIVERED"), "{text}");
+    assert_eq!(from_alice.try_line(Duration::from_millis(300)), None);
+}
+
+/// `agent-comms ARGS…` running on, its stdout read line by line.
+fn background(env: &TestEnv, args: &[&str]) -> Bg {
+    let mut cmd = env.command(args);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    Bg::start(cmd, &format!("agent-comms {}", args.join(" ")))
+}
+
+/// Text output says how long ago and colours states on a terminal; a pipe
+/// and `NO_COLOR` get no colour, and `--json` keeps the absolute times.
+#[test]
+fn a_terminal_sees_colour_and_how_long_ago_a_pipe_sees_plain_text() {
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "bob", "claude", &[], &[]);
+    send(&env, "alice", "bob", "colour me", true);
+    let green = "\x1b[32mDELIVERED";
+    let term = env.term(&["invocation", "list"]);
+    // Seconds ago on a slow machine, "just now" on most.
+    let ago = |text: &str| text.contains("just now") || text.contains(" s ago");
+    // The message's row, whole: from its sender to its delivery time.
+    let row = |lines: &[String]| {
+        lines
+            .iter()
+            .any(|l| l.contains("alice") && l.contains("DELIVERED") && ago(l))
+    };
+    assert!(term.wait_screen(support::TIMEOUT, row), "{}", term.screen());
+    assert!(term.output().contains(green), "{:?}", term.output());
+    let argv = [support::BIN, "invocation", "list"];
+    let plain = env.term_with(&argv, &[("NO_COLOR", "1")], false);
+    assert!(
+        plain.wait_screen(support::TIMEOUT, row),
+        "{}",
+        plain.screen()
+    );
+    assert!(!plain.output().contains('\u{1b}'), "{:?}", plain.output());
+    let piped = env.run_ok(&["invocation", "list"]).stdout;
+    assert!(piped.contains("DELIVERED") && ago(&piped), "{piped}");
+    assert!(!piped.contains('\u{1b}'), "{piped:?}");
+    let listed = json(&env.run_ok(&["invocation", "list", "--json"]));
+    let created = listed[0]["created"].as_str().unwrap();
+    assert!(
+        agent_comms_core::time::unix_millis_from_iso(created).is_some(),
+        "{listed}"
+    );
+    // Errors are red on a terminal only.
+    let error = env.term(&["invocation", "show", "inv_000000000000"]);
+    error.wait_for("\x1b[31magent-comms: no message");
+    let piped = env.run(&["invocation", "show", "inv_000000000000"]);
+    assert!(
+        piped.stderr.starts_with("agent-comms: no message"),
+        "{piped:#?}"
+    );
+}
+
+/// A delivery held back says so on a terminal — what it waits for and for
+/// how long — and says nothing of it into a pipe.
+#[test]
+fn a_waiting_delivery_says_what_it_waits_for_on_a_terminal_only() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "bob", "claude", &[], &[]);
+    served.term.write(b"half typ");
+    served.term.wait_for("half typ");
+    // Into a pipe: the wait is silent; only its end is said.
+    let piped = env.run(&["runtime", "deliver", "--id", "bob", "--timeout", "1", "x"]);
+    let piped = piped.fails_with_one_line();
+    assert!(
+        piped.stderr.starts_with("agent-comms: timed out"),
+        "{piped:#?}"
+    );
+    assert!(
+        !piped.stderr.contains("agent-comms: waiting "),
+        "{piped:#?}"
+    );
+    assert!(!piped.stderr.contains('\r'), "{piped:#?}");
+    // On a terminal: the line says what holds the delivery back.
+    let deliver = env.term(&["runtime", "deliver", "--id", "bob", "from a script"]);
+    deliver.wait_for("agent-comms: waiting ");
+    deliver.wait_for("s: the input line holds unsent text");
+    // It holds the turn now; the next one waits behind it.
+    let second = env.term(&["runtime", "deliver", "--id", "bob", "second"]);
+    second.wait_for("s: another delivery is ahead of this one");
+    let send = env.term(&[
+        "--actor", "alice", "send", "--to", "bob", "--wait", "20", "hi",
+    ]);
+    send.wait_for("agent-comms: waiting ");
+    // Freed, both go in, and the wait line is erased before the result.
+    served.term.write(b"\x15"); // Ctrl-U
+    deliver.wait_for("delivered to bob");
+    second.wait_for("delivered to bob");
+    send.wait_for("to bob: delivered");
+    assert_eq!(served.submitted_texts()[..2], ["from a script", "second"]);
+}
+
+/// A runtime served in a terminal has a person at it: one client.
+#[test]
+fn a_runtime_served_in_a_terminal_counts_as_one_client() {
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "bob", "claude", &[], &[]);
+    let entry = env
+        .ls_entry("bob")
+        .expect("the runtime's session is listed");
+    assert_eq!(entry["clients"], 1, "{entry}");
 }

@@ -916,3 +916,66 @@ fn session_run_passes_the_terminal_through_and_serves_the_socket() {
     assert_gone(&env, "fg");
     env.assert_nothing_left(&[]);
 }
+
+// Where you are ------------------------------------------------------------
+
+/// The attach banner is drawn after the session's redraw (which would wipe
+/// it), on the last row; `--no-banner` draws none. `watch` shows its own.
+#[test]
+fn attach_and_watch_show_where_you_are_after_the_redraw() {
+    let env = TestEnv::new();
+    env.start_bash("here");
+    let last_row_says = |term: &support::term::Term, text: &str| {
+        let shown = term.wait_screen(TIMEOUT, |lines| {
+            lines.last().is_some_and(|l| l.contains(text))
+        });
+        assert!(shown, "no {text:?} on the last row:\n{}", term.screen());
+    };
+    let mut attach = env.term(&["session", "attach", "here"]);
+    attach.wait_for("ready-5");
+    last_row_says(&attach, "[attached to here; detach with C-\\]");
+    assert!(attach.shows("ready-5"), "{}", attach.screen());
+    attach.write(&[CTRL_BACKSLASH]);
+    assert!(attach.wait_exit().success(), "{:?}", attach.output());
+
+    let mut plain = env.term(&["session", "attach", "here", "--no-banner"]);
+    plain.wait_for("ready-5");
+    plain.write(&[CTRL_BACKSLASH]);
+    assert!(plain.wait_exit().success(), "{:?}", plain.output());
+    plain.wait_for("[detached from here");
+    assert!(
+        !plain.output().contains("[attached to"),
+        "{:?}",
+        plain.output()
+    );
+
+    let mut watch = env.term(&["session", "watch", "here"]);
+    watch.wait_for("ready-5");
+    last_row_says(&watch, "[watching here, read-only; q or Ctrl-C to stop]");
+    watch.write(b"q");
+    assert!(watch.wait_exit().success(), "{:?}", watch.output());
+}
+
+/// A session run in this terminal has a person at it: `session ls`
+/// counts that terminal as a client, and an attach as one more.
+#[test]
+fn session_ls_counts_the_terminal_a_session_runs_in() {
+    let env = TestEnv::new();
+    let mut fg = env.term(&[
+        "session",
+        "run",
+        "fg",
+        "--",
+        "bash",
+        "--norc",
+        "--noprofile",
+    ]);
+    env.wait_clients("fg", 1);
+    let mut attach = env.term(&["session", "attach", "fg"]);
+    env.wait_clients("fg", 2);
+    attach.write(&[CTRL_BACKSLASH]);
+    assert!(attach.wait_exit().success(), "{:?}", attach.output());
+    env.wait_clients("fg", 1);
+    fg.write(b"exit\r");
+    assert!(fg.wait_exit().success(), "{:?}", fg.output());
+}

@@ -600,6 +600,7 @@ fn drained(bench: &Bench, repo: &Path, n: usize) -> anyhow::Result<Drained> {
     let to_receiver = |status| InvocationFilter {
         status,
         to: Some(RECEIVER),
+        ..Default::default()
     };
     served.wait_for_count("DELIVERED in the store", n, DRAIN_STALL, || {
         Ok(store

@@ -110,9 +110,33 @@ enum SessionCommand {
         /// Leave with this key (a name such as C-\, C-], C-q).
         #[arg(long, default_value = "C-\\")]
         detach_key: String,
+        /// Draw no banner (which session, how to detach) on the last row.
+        #[arg(long)]
+        no_banner: bool,
     },
     /// Follow the session's screen read-only (Ctrl-C or q to stop).
-    Watch { name: String },
+    Watch {
+        name: String,
+        /// Draw no header line (which session, how to stop) on the last row.
+        #[arg(long)]
+        no_banner: bool,
+    },
+    /// Print what the program printed, as plain text (escape sequences
+    /// removed), from what the supervisor keeps (its last 256 KiB).
+    #[command(after_help = "Examples:
+  agent-comms session logs work           # everything kept
+  agent-comms session logs work -n 20     # the last 20 lines
+  agent-comms session logs work -f        # and then each new line as it is printed")]
+    Logs {
+        name: String,
+        /// Only the last N lines.
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        lines: Option<usize>,
+        /// Keep printing what the program prints, until it ends (Ctrl-C
+        /// to stop).
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
     /// Print the current screen as text.
     Snapshot {
         name: String,
@@ -187,7 +211,8 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agent-comms: {}", one_line(&located(e)));
+            let line = format!("agent-comms: {}", one_line(&located(e)));
+            eprintln!("{}", super::look::error(&line));
             1
         }
     }
@@ -257,14 +282,25 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
             Ok(info.code.unwrap_or(128 + 1))
         }
         SessionCommand::Ls { json } => list(json),
-        SessionCommand::Attach { name, detach_key } => attach(&name, &detach_key),
-        SessionCommand::Watch { name } => {
+        SessionCommand::Attach {
+            name,
+            detach_key,
+            no_banner,
+        } => attach(&name, &detach_key, no_banner),
+        SessionCommand::Watch { name, no_banner } => {
             let (client, _) = connect(&name)?;
+            let banner = format!("[watching {name}, read-only; q or Ctrl-C to stop]");
+            let banner = (!no_banner).then_some(banner);
             report_end(
                 &name,
-                stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY)?,
+                stream(client, StreamMode::Watch, DEFAULT_DETACH_KEY, banner)?,
             )
         }
+        SessionCommand::Logs {
+            name,
+            lines,
+            follow,
+        } => super::logs::logs(connect(&name)?.0, &name, lines, follow),
         SessionCommand::Snapshot { name, json } => snapshot(&name, json),
         SessionCommand::Activity { name, json } => activity(&name, json),
         SessionCommand::Send { name, keys, text } => send(&name, keys, &text),
@@ -290,7 +326,7 @@ fn new(name: &str, spawn: SpawnArgs, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn attach(name: &str, detach_key: &str) -> anyhow::Result<i32> {
+fn attach(name: &str, detach_key: &str, no_banner: bool) -> anyhow::Result<i32> {
     let key = match key_bytes(detach_key)?.as_slice() {
         [b] => *b,
         _ => bail!(
@@ -298,8 +334,9 @@ fn attach(name: &str, detach_key: &str) -> anyhow::Result<i32> {
         ),
     };
     let (client, _) = connect(name)?;
-    eprintln!("[attached to {name}; detach with {detach_key}]\r");
-    report_end(name, stream(client, StreamMode::Interactive, key)?)
+    let banner = format!("[attached to {name}; detach with {detach_key}]");
+    let banner = (!no_banner).then_some(banner);
+    report_end(name, stream(client, StreamMode::Interactive, key, banner)?)
 }
 
 fn snapshot(name: &str, json: bool) -> anyhow::Result<i32> {
@@ -456,18 +493,18 @@ fn list(json: bool) -> anyhow::Result<i32> {
         println!("no sessions");
     } else {
         println!(
-            "{:<20} {:<11} {:>8} {:>7}  {:<24} COMMAND",
+            "{:<20} {:<11} {:>8} {:>7}  {:<13} COMMAND",
             "NAME", "KIND", "PID", "CLIENTS", "STARTED"
         );
         for i in &infos {
             println!(
-                "{:<20} {:<11} {:>8} {:>7}  {:<24} {}",
+                "{:<20} {:<11} {:>8} {:>7}  {:<13} {}",
                 // As a str: a name's Display writes it without the padding.
                 i.record.name.as_str(),
                 i.record.kind.as_str(),
                 i.record.pid,
                 i.clients,
-                i.record.started,
+                super::look::ago_iso(&i.record.started),
                 display::one_line(&i.record.command)
             );
         }

@@ -624,8 +624,13 @@ fn attach(session: &SessionName, out: &mut dyn Write) -> i32 {
         Connect::Missing => return err(out, &no_session(session)),
         Connect::Failed(e) => return err(out, &e),
     };
-    eprintln!("[attached to {session}; detach with Ctrl-\\]\r");
-    match stream(client, StreamMode::Interactive, DEFAULT_DETACH_KEY) {
+    let banner = format!("[attached to {session}; detach with Ctrl-\\]");
+    match stream(
+        client,
+        StreamMode::Interactive,
+        DEFAULT_DETACH_KEY,
+        Some(banner),
+    ) {
         Ok(StreamEnd::Detached) => {
             eprintln!("[detached from {session}; it keeps running]");
             0

@@ -12,6 +12,8 @@ use agent_comms_core::display;
 use agent_comms_core::ids::Id;
 use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, Store};
 use anyhow::{bail, Context};
+
+use super::{follow, look};
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
@@ -44,6 +46,15 @@ pub enum MessageCommand {
         /// Only messages to this agent.
         #[arg(long)]
         to: Option<String>,
+        /// Only messages from this agent.
+        #[arg(long)]
+        from: Option<String>,
+        /// Keep running: print each message again whenever its state
+        /// changes (stored, DELIVERING, DELIVERED, FAILED …), as it
+        /// happens. With --json, one object a line, with `seen`: when the
+        /// change was seen.
+        #[arg(long)]
+        follow: bool,
         #[arg(long)]
         json: bool,
     },
@@ -103,6 +114,13 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         (None, None) => bail!("give the message as TEXT or --body-file FILE"),
     };
     let store = open_store()?;
+    let mut line = super::waiting::WaitLine::on_terminal();
+    let telling = line.is_some();
+    let mut show = |wait: Option<&_>| {
+        if let Some(line) = line.as_mut() {
+            line.show(wait);
+        }
+    };
     let sent = messages::send(
         &store,
         &host_id()?,
@@ -110,6 +128,7 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         &to,
         &body,
         args.wait.map(Duration::from_secs),
+        telling.then_some(&mut show),
     )?;
     let inv = store
         .invocation(&sent.invocation.id)?
@@ -205,34 +224,45 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
 pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     let store = open_store()?;
     match cmd {
-        MessageCommand::List { status, to, json } => {
+        MessageCommand::List {
+            status,
+            to,
+            from,
+            follow,
+            json,
+        } => {
             let status = status.map(|s| s.parse::<InvocationStatus>()).transpose()?;
             let to = to.as_deref().map(Id::agent).transpose()?;
-            let views = messages::list(
-                &store,
-                &InvocationFilter {
-                    status,
-                    to: to.as_ref().map(Id::as_str),
-                },
-            )?;
+            let from = from.as_deref().map(Id::agent).transpose()?;
+            let filter = InvocationFilter {
+                status,
+                to: to.as_ref().map(Id::as_str),
+                from: from.as_ref().map(Id::as_str),
+            };
+            if follow {
+                follow::follow(&filter, json)?;
+                return Ok(0);
+            }
+            let views = messages::list(&store, &filter)?;
             if json {
                 println!("{}", serde_json::to_string(&views)?);
             } else if views.is_empty() {
                 println!("no invocations");
             } else {
                 println!(
-                    "{:<17} {:<12} {:<12} {:<11} {:<24} DELIVERED",
+                    "{:<17} {:<12} {:<12} {:<11} {:<13} DELIVERED",
                     "ID", "FROM", "TO", "STATUS", "CREATED"
                 );
+                let colour = look::colour(false);
                 for v in &views {
                     println!(
-                        "{:<17} {:<12} {:<12} {:<11} {:<24} {}",
+                        "{:<17} {:<12} {:<12} {} {:<13} {}",
                         display::one_line(&v.id),
                         display::one_line(&v.from),
                         display::one_line(&v.to),
-                        v.status.to_string(),
-                        v.created,
-                        v.delivered.as_deref().unwrap_or("-")
+                        look::state(&format!("{:<11}", v.status), colour),
+                        look::ago_iso(&v.created),
+                        v.delivered.as_deref().map_or("-".into(), look::ago_iso)
                     );
                 }
             }
@@ -301,10 +331,13 @@ fn print_full(v: &InvocationView) {
     println!("id:        {}", line(&v.id));
     println!("from:      {}", line(&v.from));
     println!("to:        {}", line(&v.to));
-    println!("status:    {}", v.status);
-    println!("created:   {}", v.created);
+    println!(
+        "status:    {}",
+        look::state(&v.status.to_string(), look::colour(false))
+    );
+    println!("created:   {} ({})", v.created, look::ago_iso(&v.created));
     if let Some(d) = &v.delivered {
-        println!("delivered: {d}");
+        println!("delivered: {d} ({})", look::ago_iso(d));
     }
     if let Some(r) = &v.reason {
         println!("reason:    {}", line(r));

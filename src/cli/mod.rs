@@ -6,14 +6,18 @@ pub mod agent_comms;
 mod bridge;
 mod cells_format;
 mod doctor;
+mod follow;
 mod interrupt;
 pub mod k;
 pub mod km;
 mod launch;
+mod logs;
+mod look;
 mod mcp;
 mod messages;
 mod runtime;
 mod store;
+mod waiting;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.

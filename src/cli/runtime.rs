@@ -379,17 +379,20 @@ fn list(json: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     println!(
-        "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} WHERE",
+        "{:<20} {:<16} {:<8} {:>8}  {:<14} {:<12} WHERE",
         "ID", "AGENT", "STATUS", "PID", "LAST HEARTBEAT", "PROVIDER"
     );
+    let colour = super::look::colour(false);
     for v in &views {
         println!(
-            "{:<20} {:<16} {:<8} {:>8}  {:<24} {:<12} {}",
+            "{:<20} {:<16} {} {:>8}  {:<14} {:<12} {}",
             display::one_line(&v.id),
             display::one_line(&v.agent),
-            v.status.to_string(),
+            super::look::state(&format!("{:<8}", v.status), colour),
             v.pid.map_or_else(|| "-".into(), |p| p.to_string()),
-            v.last_heartbeat.as_deref().unwrap_or("-"),
+            v.last_heartbeat
+                .as_deref()
+                .map_or("-".into(), super::look::ago_iso),
             display::one_line(v.provider.as_deref().unwrap_or("-")),
             if v.local { "this host" } else { "other host" }
         );
@@ -518,7 +521,12 @@ pub fn deliver_with(
         try_only: args.try_only,
         timeout_ms: args.timeout.saturating_mul(1000),
     };
-    match client.request(Request::Deliver { text, options })? {
+    let request = Request::Deliver { text, options };
+    let replied = match super::waiting::WaitLine::on_terminal() {
+        Some(mut line) => client.request_telling_waits(request, &mut |w| line.show(w)),
+        None => client.request(request),
+    };
+    match replied? {
         Response::Delivered(e) => {
             if args.json {
                 println!("{}", serde_json::to_string(&e)?);

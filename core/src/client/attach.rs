@@ -32,11 +32,15 @@ const RESET_TERMINAL: &[u8] =
     b"\x1b[?1049l\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?25h\x1b[0m\r\n";
 
 /// Streams session output to stdout (and, when `mode` is interactive,
-/// stdin to the session) until detach, exit or loss.
+/// stdin to the session) until detach, exit or loss. `banner` (where and
+/// how to leave) is drawn on the terminal's last row right after the
+/// first redraw, which would have wiped anything printed before it; it
+/// stays until the program draws on that row.
 pub fn stream(
     mut client: Client,
     mode: StreamMode,
     detach_key: u8,
+    mut banner: Option<String>,
 ) -> Result<StreamEnd, ClientError> {
     // First, so that a platform without a second handle (Windows) fails
     // before the terminal or the session is touched.
@@ -70,6 +74,9 @@ pub fn stream(
         match frame.message {
             Message::Output(bytes) => {
                 let _ = stdout.write_all(&bytes);
+                if let Some(text) = banner.take() {
+                    let _ = stdout.write_all(&banner_bytes(&text, terminal_size()));
+                }
                 let _ = stdout.flush();
             }
             Message::Event(Event::Exited(info)) => break StreamEnd::Exited(info),
@@ -83,6 +90,18 @@ pub fn stream(
     let _ = stdout.flush();
     drop(guard);
     Ok(end)
+}
+
+/// `text` on the last row, in reverse video, the cursor put back where the
+/// program had it; without a terminal size, a line of its own.
+fn banner_bytes(text: &str, size: Option<(u16, u16)>) -> Vec<u8> {
+    match size {
+        Some((rows, cols)) => {
+            let text: String = text.chars().take(usize::from(cols)).collect();
+            format!("\x1b7\x1b[{rows};1H\x1b[7m{text}\x1b[0m\x1b[K\x1b8").into_bytes()
+        }
+        None => format!("{text}\r\n").into_bytes(),
+    }
 }
 
 static DETACHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

@@ -6,12 +6,12 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::paths::{ensure_runtime_root, PathError};
 use crate::session::{Liveness, Registry, SessionError, SessionName, SessionRecord};
 use crate::socket::codec::{encode, CodecError, Frame, FrameDecoder, Message};
-use crate::socket::protocol::{Request, Response};
+use crate::socket::protocol::{Event, Request, Response, Waiting};
 use crate::socket::{is_dialable, ClientStream};
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +179,50 @@ impl Client {
                 other => return Err(ClientError::Unexpected(format!("{other:?}"))),
             }
         }
+    }
+
+    /// [`Self::request`] for a request that may wait (`deliver`, `nudge`
+    /// with `wait_for`): first asks the supervisor to say what it waits
+    /// for ([`Request::ReportWaits`]), then calls `on_wait` each time that
+    /// changes and about once a second while it lasts (so a person sees
+    /// for how long), and with `None` once it no longer waits and when
+    /// the reply came. A supervisor that cannot report waits stays silent.
+    pub fn request_telling_waits(
+        &mut self,
+        request: Request,
+        on_wait: &mut dyn FnMut(Option<&Waiting>),
+    ) -> Result<Response, ClientError> {
+        match self.request(Request::ReportWaits) {
+            Ok(_) | Err(ClientError::Server(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let id = self.send(Message::Request(request))?;
+        let mut now: Option<Waiting> = None;
+        let reply = loop {
+            let next = Instant::now() + Duration::from_secs(1);
+            let frame = match self.read_frame_until(next) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => {
+                    on_wait(now.as_ref());
+                    continue;
+                }
+                Err(e) => break Err(e),
+            };
+            match frame.message {
+                Message::Event(Event::Waiting { wait }) => {
+                    now = wait;
+                    on_wait(now.as_ref());
+                }
+                Message::Response(Response::Error { message }) => {
+                    break Err(ClientError::Server(message))
+                }
+                Message::Response(r) if frame.id == id => break Ok(r),
+                Message::Event(_) | Message::Output(_) => {}
+                other => break Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
+        };
+        on_wait(None);
+        reply
     }
 
     /// A second handle on the same connection, for a writer thread.

@@ -321,7 +321,7 @@ fn waiting_messages(
     for status in [InvocationStatus::Pending, InvocationStatus::Unavailable] {
         let filter = InvocationFilter {
             status: Some(status),
-            to: None,
+            ..Default::default()
         };
         for inv in store.invocations(&filter)? {
             let cancel = Id::message(&inv.id)

@@ -14,7 +14,7 @@ use super::registration::effective_status;
 use super::ControlError;
 use crate::client::{Client, ClientError};
 use crate::ids::{Id, IdError};
-use crate::socket::protocol::{InvocationOutcome, Request, Response};
+use crate::socket::protocol::{InvocationOutcome, Request, Response, Waiting};
 use crate::store::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, NewInvocation, RuntimeRecord,
     RuntimeStatus, Store,
@@ -112,8 +112,13 @@ pub enum Nudged {
     Unreachable(String),
 }
 
+/// What a `send --wait` hears of the runtime's wait, as it changes (see
+/// [`Client::request_telling_waits`]).
+pub type OnWait<'a> = &'a mut dyn FnMut(Option<&Waiting>);
+
 /// Stores a message from `from` to agent `to` and nudges `to`'s runtime.
-/// With `wait`, returns once its delivery attempt ended (or after it).
+/// With `wait`, returns once its delivery attempt ended (or after it);
+/// meanwhile `on_wait`, if given, hears what the runtime waits for.
 pub fn send(
     store: &dyn Store,
     host: &str,
@@ -121,6 +126,7 @@ pub fn send(
     to: &Id,
     body: &str,
     wait: Option<Duration>,
+    on_wait: Option<OnWait<'_>>,
 ) -> Result<Sent, ControlError> {
     let (from, to) = (from.as_str(), to.as_str());
     if body.trim().is_empty() {
@@ -170,7 +176,7 @@ pub fn send(
         .find(|r| effective_status(r, now).0 == RuntimeStatus::Online);
     let nudge = match (online, status) {
         (Some(r), InvocationStatus::Pending) => {
-            Some((r.id.clone(), nudge(r, Some(&invocation.id), wait)))
+            Some((r.id.clone(), nudge(r, Some(&invocation.id), wait, on_wait)))
         }
         _ => None,
     };
@@ -213,7 +219,7 @@ pub fn redeliver(store: &dyn Store, host: &str, id: &Id) -> Result<Invocation, C
         .find(|r| effective_status(r, now).0 == RuntimeStatus::Online)
     {
         // Unreachable is no error: the message waits in the store.
-        nudge(r, None, None);
+        nudge(r, None, None, None);
     }
     Ok(store.invocation(id)?.unwrap_or(inv))
 }
@@ -242,8 +248,13 @@ pub fn cancel(store: &dyn Store, id: &Id, by: Option<&Id>) -> Result<Invocation,
 }
 
 /// Wakes runtime `r`'s inbox, and with `wait` waits for the attempt on
-/// `wait_for` to end.
-fn nudge(r: &RuntimeRecord, wait_for: Option<&str>, wait: Option<Duration>) -> Nudged {
+/// `wait_for` to end, telling `on_wait` what the runtime waits for.
+fn nudge(
+    r: &RuntimeRecord,
+    wait_for: Option<&str>,
+    wait: Option<Duration>,
+    on_wait: Option<OnWait<'_>>,
+) -> Nudged {
     let Some(endpoint) = &r.endpoint else {
         return Nudged::Unreachable("it has no endpoint".into());
     };
@@ -255,7 +266,11 @@ fn nudge(r: &RuntimeRecord, wait_for: Option<&str>, wait: Option<Duration>) -> N
         wait_for: wait.and(wait_for.map(str::to_owned)),
         timeout_ms: wait.map_or(0, |w| w.as_millis() as u64),
     };
-    match client.request(request) {
+    let replied = match on_wait.filter(|_| wait.is_some()) {
+        Some(on_wait) => client.request_telling_waits(request, on_wait),
+        None => client.request(request),
+    };
+    match replied {
         Ok(Response::Invocation(outcome)) => Nudged::Woken(Some(outcome)),
         Ok(Response::Ok) => Nudged::Woken(None),
         Err(ClientError::Server(message)) if wait.is_some() => Nudged::NoOutcome(message),

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::{watch, Mutex, Notify};
 
 use super::validate::invisible;
-use super::{validate, DeliveryError, DeliveryOptions, Evidence, Leftover};
+use super::{validate, DeliveryError, DeliveryOptions, Evidence, Leftover, Waiting};
 use crate::adapter::profile::{Input, InputStyle};
 use crate::adapter::Activity;
 use crate::time::unix_millis;
@@ -95,6 +95,10 @@ pub struct DeliveryCoordinator {
     /// The input line of a paste shown collapsed (the profile's
     /// `input.collapsed_paste`; validated when the profile loaded).
     collapsed_paste: Option<regex::Regex>,
+    /// What the delivery checking the screen waits for now (`None`: it
+    /// does not wait), for the clients that tell a person
+    /// ([`crate::socket::protocol::Request::ReportWaits`]).
+    waiting: watch::Sender<Option<Waiting>>,
 }
 
 impl DeliveryCoordinator {
@@ -110,7 +114,35 @@ impl DeliveryCoordinator {
                 .as_ref()
                 .and_then(|p| regex::Regex::new(p.get_ref()).ok()),
             style,
+            waiting: watch::channel(None).0,
         }
+    }
+
+    /// What deliveries into this session wait for, as it changes.
+    pub fn waiting(&self) -> watch::Receiver<Option<Waiting>> {
+        self.waiting.subscribe()
+    }
+
+    /// Whether a delivery holds the turn now: one that starts waits for it.
+    pub fn turn_taken(&self) -> bool {
+        self.turns.try_lock().is_err()
+    }
+
+    /// Says what the delivery waits for now (`None`: nothing); the time is
+    /// kept while the reason stays the same.
+    fn report(&self, why: Option<&str>) {
+        self.waiting
+            .send_if_modified(|now| match (now.as_ref(), why) {
+                (Some(was), Some(why)) if was.why == why => false,
+                (None, None) => false,
+                (_, why) => {
+                    *now = why.map(|why| Waiting {
+                        why: why.to_owned(),
+                        since: unix_millis(),
+                    });
+                    true
+                }
+            });
     }
 
     pub fn style(&self) -> &DeliveryStyle {
@@ -204,10 +236,16 @@ impl DeliveryCoordinator {
             }
             let seen = term.observe();
             let Some(why) = self.blocker(&seen) else {
+                self.report(None);
                 return Ok(());
             };
             tracing::debug!(why, ?seen.activity, ?seen.input, "delivery waits");
-            self.wait_or_give_up(deadline, opts, why).await?;
+            self.report(Some(why));
+            let waited = self.wait_or_give_up(deadline, opts, why).await;
+            if waited.is_err() {
+                self.report(None);
+            }
+            waited?;
         }
     }
 

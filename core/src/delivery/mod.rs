@@ -42,6 +42,16 @@ pub struct Evidence {
     pub stop_reason: Option<String>,
 }
 
+/// What the delivery at the head of a session's queue waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// "the program is busy", "a person is typing", "the input line holds
+    /// unsent text", "another delivery is ahead of this one" …
+    pub why: String,
+    /// Since when it waits for that (Unix ms).
+    pub since: u64,
+}
+
 /// What a delivery that failed after typing left in the input line: the
 /// next delivery (or a person) must not find half a message there.
 #[derive(Debug, Clone, PartialEq, Eq)]

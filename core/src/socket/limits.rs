@@ -82,7 +82,9 @@ fn request_limit(request: &Request) -> usize {
         | Request::Subscribe { .. }
         | Request::History { .. }
         | Request::OutputSince { .. }
+        | Request::FollowOutput { .. }
         | Request::Nudge { .. }
+        | Request::ReportWaits
         | Request::AcpStatus
         | Request::Cancel
         | Request::Follow => SMALL_REQUEST,

@@ -65,6 +65,12 @@ pub enum Request {
     OutputSince {
         cursor: u64,
     },
+    /// [`Request::OutputSince`], then a live stream: the reply is the text
+    /// after `cursor`, and every later piece of text follows as a
+    /// `printed` event (`session logs --follow`).
+    FollowOutput {
+        cursor: u64,
+    },
     /// Type one line into the program with the delivery discipline (wait
     /// for idle and a quiet keyboard, verify echo and submission); the reply
     /// is `Delivered` with the evidence, or an error saying why not.
@@ -79,6 +85,10 @@ pub enum Request {
         wait_for: Option<String>,
         timeout_ms: u64,
     },
+    /// From now on, while a `deliver` or `nudge` on this connection waits,
+    /// push a `waiting` event each time what it waits for changes (`ok`).
+    /// A client asks for this only when a person watches its wait.
+    ReportWaits,
     /// An ACP runtime's state: its agent, its session, the running turn.
     AcpStatus,
     /// End the running turn of an ACP runtime (`session/cancel`); the
@@ -194,7 +204,17 @@ pub enum Event {
     Exited(ExitInfo),
     Cell(CellEvent),
     Transcript(TranscriptEntry),
+    /// Text the program printed, after a [`Request::FollowOutput`].
+    Printed(OutputSince),
+    /// What a delivery waits for now (`None`: it no longer waits), after
+    /// [`Request::ReportWaits`].
+    Waiting {
+        wait: Option<Waiting>,
+    },
 }
+
+/// What a delivery waits for (the delivery layer's, sent as is).
+pub use crate::delivery::Waiting;
 
 /// Text a program printed after a position ([`Request::OutputSince`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,7 +233,9 @@ pub struct SessionInfo {
     /// on the wire (`name`, `kind`, `pid` …).
     #[serde(flatten)]
     pub record: SessionRecord,
-    /// Attach and watch clients connected now.
+    /// Attach and watch clients connected now, and the terminal a
+    /// foreground session (`session run`, `runtime interactive-serve`)
+    /// runs in.
     pub clients: u32,
     pub rows: u16,
     pub cols: u16,

@@ -17,6 +17,9 @@
 //! crash delays a message but never loses it or delivers it twice
 //! concurrently.
 //!
+//! Each committed change to a message wakes the commands following the
+//! store (`message list --follow`, see [`watchers`]), so they never poll.
+//!
 //! Everything goes through the [`Store`] trait so that a shared server
 //! database can later back several hosts; [`SqliteStore`] is the local one.
 //! Times are Unix milliseconds (`u64`) throughout; see [`crate::time`].
@@ -25,6 +28,7 @@ mod check;
 mod migrations;
 mod private;
 mod sqlite;
+pub mod watchers;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -293,6 +297,7 @@ pub struct NewInvocation<'a> {
 pub struct InvocationFilter<'a> {
     pub status: Option<InvocationStatus>,
     pub to: Option<&'a str>,
+    pub from: Option<&'a str>,
 }
 
 /// The control-plane record. Every method is one transaction of its own.

@@ -117,6 +117,12 @@ impl SqliteStore {
         migrations::latest()
     }
 
+    /// Wakes the commands following this store's messages
+    /// ([`super::watchers`]); called after a change to a message committed.
+    fn messages_changed(&self) {
+        super::watchers::tell(&self.path);
+    }
+
     fn write_tx(&self) -> Result<Transaction<'_>, StoreError> {
         Ok(Transaction::new_unchecked(
             &self.conn,
@@ -500,7 +506,11 @@ impl Store for SqliteStore {
             );
             match inserted {
                 Err(e) if is_unique_violation(&e) && tries < 5 => tries += 1,
-                other => return Ok(other?),
+                other => {
+                    let inserted = other?;
+                    self.messages_changed();
+                    return Ok(inserted);
+                }
             }
         }
     }
@@ -514,12 +524,13 @@ impl Store for SqliteStore {
         let sql = format!(
             "SELECT {INVOCATION_COLS} FROM invocations \
              WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR to_agent = ?2) \
+               AND (?3 IS NULL OR from_agent = ?3) \
              ORDER BY seq"
         );
         query_all(
             &self.conn,
             &sql,
-            params![filter.status, filter.to],
+            params![filter.status, filter.to, filter.from],
             invocation_row,
         )
     }
@@ -538,6 +549,9 @@ impl Store for SqliteStore {
              WHERE id = ?1",
             params![id, status, reason, now],
         )?;
+        if changed > 0 {
+            self.messages_changed();
+        }
         Ok(changed > 0)
     }
 
@@ -588,6 +602,9 @@ impl Store for SqliteStore {
             leased.push((inv, attempt));
         }
         tx.commit()?;
+        if !leased.is_empty() {
+            self.messages_changed();
+        }
         Ok(leased)
     }
 
@@ -605,6 +622,9 @@ impl Store for SqliteStore {
             }
         }
         tx.commit()?;
+        if finished > 0 {
+            self.messages_changed();
+        }
         Ok(finished)
     }
 
@@ -636,6 +656,9 @@ impl Store for SqliteStore {
             a.reason = Some(reason.to_owned());
         }
         tx.commit()?;
+        if !released.is_empty() {
+            self.messages_changed();
+        }
         Ok(released)
     }
 
@@ -645,6 +668,9 @@ impl Store for SqliteStore {
              WHERE id = ?1 AND status IN ('PENDING', 'UNAVAILABLE', 'FAILED')",
             params![id, reason],
         )?;
+        if changed > 0 {
+            self.messages_changed();
+        }
         Ok(changed > 0)
     }
 
@@ -962,7 +988,7 @@ mod tests {
         let unavailable = s
             .invocations(&InvocationFilter {
                 status: Some(InvocationStatus::Unavailable),
-                to: None,
+                ..Default::default()
             })
             .unwrap();
         assert_eq!(unavailable, vec![b.clone()]);

@@ -12,7 +12,7 @@ use crate::delivery::DeliveryOptions;
 use crate::pty::size::SizeError;
 use crate::socket::codec::{Frame, Message};
 use crate::socket::protocol::{
-    CellEvent, Event, ExitInfo, OutputSince, Request, Response, StreamMode,
+    CellEvent, Event, ExitInfo, OutputSince, Request, Response, StreamMode, Waiting,
 };
 use crate::socket::Stream;
 
@@ -20,13 +20,19 @@ pub(super) async fn serve(stream: Stream, shared: Shared) {
     let Some((framed, _slot)) = Framed::admit(stream, &shared.limits).await else {
         return;
     };
-    let mut conn = Connection { framed, shared };
+    let mut conn = Connection {
+        framed,
+        shared,
+        report_waits: false,
+    };
     let _ = conn.requests().await;
 }
 
 struct Connection {
     framed: Framed,
     shared: Shared,
+    /// Push what a `deliver` or `nudge` waits for (`report_waits`).
+    report_waits: bool,
 }
 
 impl Connection {
@@ -90,15 +96,20 @@ impl Connection {
                 Request::Subscribe { history, lines } => {
                     return self.subscribe(id, history, lines).await
                 }
+                Request::FollowOutput { cursor } => return self.follow_output(id, cursor).await,
+                Request::ReportWaits => {
+                    self.report_waits = true;
+                    self.reply(id, Response::Ok).await?;
+                }
                 Request::Nudge {
                     wait_for,
                     timeout_ms,
                 } => {
-                    let response = self.nudge(wait_for, timeout_ms).await;
+                    let response = self.nudge(id, wait_for, timeout_ms).await?;
                     self.reply(id, response).await?;
                 }
                 Request::Deliver { text, options } => {
-                    let response = self.deliver(&text, options).await;
+                    let response = self.deliver(id, &text, options).await?;
                     self.reply(id, response).await?;
                 }
                 Request::CellRun {
@@ -143,30 +154,91 @@ impl Connection {
 
     /// Types `text` into the program with the delivery discipline; the
     /// reply carries the evidence or the reason.
-    async fn deliver(&mut self, text: &str, options: DeliveryOptions) -> Response {
+    async fn deliver(
+        &mut self,
+        id: u32,
+        text: &str,
+        options: DeliveryOptions,
+    ) -> Result<Response, Closed> {
         let handle = SessionHandle {
             shared: self.shared.clone(),
         };
-        match handle.deliver(text, options).await {
+        // Behind another delivery, this one first waits for its turn.
+        let behind = self.shared.delivery.turn_taken();
+        let delivered = self
+            .telling_waits(id, behind, handle.deliver(text, options))
+            .await?;
+        Ok(match delivered {
             Ok(evidence) => Response::Delivered(evidence),
             Err(e) => Response::Error {
                 message: e.to_string(),
             },
+        })
+    }
+
+    /// Runs `work`; meanwhile, when the client asked for it
+    /// ([`Request::ReportWaits`]), pushes what the session's deliveries
+    /// wait for each time it changes (`behind`: another delivery holds
+    /// the turn, said first).
+    async fn telling_waits<T>(
+        &mut self,
+        id: u32,
+        behind: bool,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, Closed> {
+        if !self.report_waits {
+            return Ok(work.await);
+        }
+        let mut waits = self.shared.delivery.waiting();
+        waits.mark_changed();
+        if behind {
+            let ahead = Waiting {
+                why: "another delivery is ahead of this one".into(),
+                since: crate::time::unix_millis(),
+            };
+            self.send(id, Message::Event(Event::Waiting { wait: Some(ahead) }))
+                .await
+                .map_err(|_| Closed::Peer)?;
+        }
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                // The work first: a delivery takes its turn (if free) on
+                // its first poll, before anything is said of its wait.
+                biased;
+                done = &mut work => return Ok(done),
+                Ok(()) = waits.changed() => {
+                    let wait = waits.borrow_and_update().clone();
+                    self.send(id, Message::Event(Event::Waiting { wait }))
+                        .await
+                        .map_err(|_| Closed::Peer)?;
+                }
+            }
         }
     }
 
     /// Wakes the runtime's inbox; with `wait_for`, answers once that
     /// message's delivery attempt ended.
-    async fn nudge(&mut self, wait_for: Option<String>, timeout_ms: u64) -> Response {
+    async fn nudge(
+        &mut self,
+        id: u32,
+        wait_for: Option<String>,
+        timeout_ms: u64,
+    ) -> Result<Response, Closed> {
         if self.shared.lock().info.record.kind != crate::session::SessionKind::Interactive {
             let message = "this session is not an interactive runtime; it has no inbox".into();
-            return Response::Error { message };
+            return Ok(Response::Error { message });
         }
         let mut exit = self.shared.exit.clone();
         let ended = async move {
             exited(&mut exit).await;
         };
-        self.shared.inbox.nudge(wait_for, timeout_ms, ended).await
+        let inbox = self.shared.inbox.clone();
+        let waiting = inbox.nudge(wait_for.clone(), timeout_ms, ended);
+        match wait_for {
+            Some(_) => self.telling_waits(id, false, waiting).await,
+            None => Ok(waiting.await),
+        }
     }
 
     /// Requests answered from state at once.
@@ -226,14 +298,7 @@ impl Connection {
                 },
                 Err(message) => Response::Error { message },
             },
-            Request::OutputSince { cursor } => {
-                let since = state.output_log.since(cursor);
-                Response::Output(OutputSince {
-                    text: since.text,
-                    cursor: since.cursor,
-                    skipped: since.skipped,
-                })
-            }
+            Request::OutputSince { cursor } => Response::Output(output_since(&state, cursor)),
             Request::AcpStatus | Request::Cancel | Request::Follow => Response::Error {
                 message: format!(
                     "session '{}' is not an ACP runtime; it has no ACP session to report, cancel or follow",
@@ -243,6 +308,8 @@ impl Connection {
             Request::Attach { .. }
             | Request::Kill { .. }
             | Request::Subscribe { .. }
+            | Request::FollowOutput { .. }
+            | Request::ReportWaits
             | Request::Deliver { .. }
             | Request::Nudge { .. } => {
                 unreachable!("handled by the caller")
@@ -357,6 +424,47 @@ impl Connection {
         }
     }
 
+    /// `session logs --follow`: the text after `cursor`, then each new
+    /// piece as the program prints it. Every output chunk wakes it; the
+    /// text itself comes from the output log, so a chunk missed by a slow
+    /// reader is still read (or reported skipped), never lost silently.
+    async fn follow_output(&mut self, id: u32, cursor: u64) -> Result<(), Closed> {
+        // Subscribed under the lock the first read takes: text pushed
+        // after that read wakes the loop.
+        let (mut output, first) = {
+            let state = self.shared.lock();
+            (self.shared.output.subscribe(), output_since(&state, cursor))
+        };
+        let mut cursor = first.cursor;
+        self.reply(id, Response::Output(first)).await?;
+        let mut exit = self.shared.exit.clone();
+        let mut buf = [0u8; 1024];
+        loop {
+            let ended = tokio::select! {
+                chunk = output.recv() => match chunk {
+                    Ok(_) | Err(RecvError::Lagged(_)) => None,
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                read = self.framed.read.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return Err(Closed::Peer),
+                    Ok(_) => None,
+                },
+                info = exited(&mut exit) => Some(info),
+            };
+            let since = output_since(&self.shared.lock(), cursor);
+            if !since.text.is_empty() || since.skipped > 0 {
+                cursor = since.cursor;
+                self.send(id, Message::Event(Event::Printed(since)))
+                    .await
+                    .map_err(|_| Closed::Peer)?;
+            }
+            if let Some(info) = ended {
+                let _ = self.send(id, Message::Event(Event::Exited(info))).await;
+                return Ok(());
+            }
+        }
+    }
+
     /// `km`: cell events pushed as they happen.
     async fn subscribe(&mut self, id: u32, history: bool, lines: bool) -> Result<(), Closed> {
         let subscription = self.shared.lock().cells_mut().map(|c| c.subscribe(history));
@@ -384,6 +492,16 @@ impl Connection {
                 read = self.framed.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
             }
         }
+    }
+}
+
+/// What the program printed after `cursor`, for the wire.
+fn output_since(state: &super::State, cursor: u64) -> OutputSince {
+    let since = state.output_log.since(cursor);
+    OutputSince {
+        text: since.text,
+        cursor: since.cursor,
+        skipped: since.skipped,
     }
 }
 

@@ -38,6 +38,10 @@ pub fn run_foreground(
         {
             let mut state = shared.lock();
             state.foreground_terminal = guard.is_terminal();
+            // The person at that terminal is a client too (`session ls`).
+            if state.foreground_terminal {
+                state.info.clients += 1;
+            }
             state.update_responder();
         }
         // Keystrokes: a blocking thread, since stdin cannot be made async

@@ -183,8 +183,8 @@ fn is_unread(status: InvocationStatus) -> bool {
 
 fn to_me(store: &SqliteStore, me: &Id) -> Result<Vec<Invocation>, ToolError> {
     let filter = InvocationFilter {
-        status: None,
         to: Some(me.as_str()),
+        ..Default::default()
     };
     store.invocations(&filter).map_err(|e| control(e.into()))
 }
@@ -259,7 +259,7 @@ impl Server {
             let store = store()?;
             let host = host_id().map_err(control)?;
             let sent =
-                messages::send(&store, &host, &me, &to, &args.text, wait).map_err(control)?;
+                messages::send(&store, &host, &me, &to, &args.text, wait, None).map_err(control)?;
             let inv = store
                 .invocation(&sent.invocation.id)
                 .map_err(|e| control(e.into()))?

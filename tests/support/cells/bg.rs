@@ -20,7 +20,7 @@ pub struct Bg {
 
 impl Bg {
     /// Starts `cmd`, whose stdout and stderr are piped.
-    pub(super) fn start(mut cmd: Command, what: &str) -> Self {
+    pub fn start(mut cmd: Command, what: &str) -> Self {
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
