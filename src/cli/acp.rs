@@ -33,9 +33,8 @@ const MAX_PROMPT_FILE: u64 = 1 << 20;
   agent-comms acp log coder --follow
   agent-comms runtime acp-serve --id coder --listen 127.0.0.1:0 -- opencode acp   # and a web page")]
 pub struct AcpServeArgs {
-    /// The runtime's id (also the session name in `session ls`).
-    #[arg(long)]
-    id: String,
+    #[command(flatten)]
+    pub(super) id: super::subject::Subject,
     /// The adapter whose `[acp]` section runs the agent (default: the one
     /// whose `[acp]` command CMD is); without CMD, its command is run.
     #[arg(long)]
@@ -82,6 +81,13 @@ pub struct AcpServeArgs {
     /// `--provider` adapter's `[acp]` command).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+impl AcpServeArgs {
+    /// An agent command after `--`, the id given once.
+    pub(super) fn program_given(&self) -> bool {
+        self.id.agrees() && !self.command.is_empty()
+    }
 }
 
 /// The flags that let a web server listen beyond loopback.
@@ -163,7 +169,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
     if args.heartbeat_ms == 0 {
         bail!("--heartbeat-ms must be above 0");
     }
-    let id = runtime_id(&args.id)?;
+    let id = runtime_id(args.id.id()?)?;
     let agent = actor.map_or_else(|| id.to_string(), str::to_owned);
     let adapter = acp_adapter(args.provider.as_deref(), &args.command)?;
     let argv = match (&args.command[..], &adapter) {

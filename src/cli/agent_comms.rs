@@ -33,7 +33,7 @@ use serde_json::json;
         endpoint socket under /tmp/agent-comms-<uid>/ (AGENT_COMMS_RUNTIME_DIR overrides). \
         People attach to it; scripts snapshot, send and watch."
 )]
-struct Cli {
+pub(super) struct Cli {
     /// Act as this agent (default: $AGENT_COMMS_ACTOR).
     #[arg(long, global = true, env = "AGENT_COMMS_ACTOR", value_name = "ID")]
     actor: Option<String>,
@@ -183,13 +183,48 @@ struct SpawnArgs {
 }
 
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            if let Some(fixed) = super::dashes::missing(&args, takes_program) {
+                eprintln!("agent-comms: put `--` before the program: {fixed}");
+                return 2;
+            }
+            e.exit()
+        }
+    };
+    if let Some(fixed) = super::dashes::missing(&args, takes_program).filter(|_| !ids_agree(&cli)) {
+        eprintln!("agent-comms: put `--` before the program: {fixed}");
+        return 2;
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("agent-comms: {}", one_line(&located(e)));
             1
         }
+    }
+}
+
+/// Whether `cli` runs a program given after `--` (and names its subject
+/// consistently): what a `--` put in can turn a refused command into.
+fn takes_program(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Session(SessionCommand::New { spawn, .. } | SessionCommand::Run { spawn, .. }) => {
+            !spawn.command.is_empty()
+        }
+        Command::Runtime(cmd) => super::runtime::takes_program(cmd),
+        _ => false,
+    }
+}
+
+/// Whether the ids given to a serve agree; `--id x claude` makes the
+/// program a second id.
+fn ids_agree(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Runtime(cmd) => super::runtime::ids_agree(cmd),
+        _ => true,
     }
 }
 

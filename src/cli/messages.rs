@@ -67,16 +67,19 @@ pub enum MessageCommand {
         raw: bool,
     },
     /// Queue a message for delivery again and nudge its runtime.
+    #[command(mut_arg("id", |a| a.help("The message's id (inv_…; `--id ID` is accepted too).")))]
     Redeliver {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: super::subject::Subject,
         #[arg(long)]
         json: bool,
     },
     /// Take a waiting message (PENDING, UNAVAILABLE or FAILED) out of its
     /// agent's queue for good: it becomes FAILED, "cancelled by ACTOR".
+    #[command(mut_arg("id", |a| a.help("The message's id (inv_…; `--id ID` is accepted too).")))]
     Cancel {
-        id: String,
+        #[command(flatten)]
+        id: super::subject::Subject,
         #[arg(long)]
         json: bool,
     },
@@ -239,7 +242,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         }
         MessageCommand::Show { ids, json, raw } => show(&store, &ids, json, raw)?,
         MessageCommand::Redeliver { id, json } => {
-            let inv = messages::redeliver(&store, &host_id()?, &Id::message(&id)?)?;
+            let inv = messages::redeliver(&store, &host_id()?, &Id::message(id.id()?)?)?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {
@@ -248,7 +251,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             }
         }
         MessageCommand::Cancel { id, json } => {
-            let inv = messages::cancel(&store, &Id::message(&id)?, actor.as_ref())?;
+            let inv = messages::cancel(&store, &Id::message(id.id()?)?, actor.as_ref())?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {

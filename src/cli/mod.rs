@@ -5,6 +5,7 @@ pub mod agent_comms;
 #[cfg_attr(not(unix), path = "bridge_none.rs")]
 mod bridge;
 mod cells_format;
+mod dashes;
 mod doctor;
 mod interrupt;
 pub mod k;
@@ -14,6 +15,7 @@ mod mcp;
 mod messages;
 mod runtime;
 mod store;
+mod subject;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.

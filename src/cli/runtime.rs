@@ -6,7 +6,7 @@ use std::time::Duration;
 use agent_comms_adapters::conversations;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::readable::{self, ScreenReading};
-use agent_comms_core::control::registration::bind_conversation;
+use agent_comms_core::control::registration::{self, bind_conversation};
 use agent_comms_core::control::registration::{configure, Configure, RuntimeKind, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
 use agent_comms_core::control::start::TakeoverOptions;
@@ -26,6 +26,8 @@ use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use std::sync::Arc;
+
+use super::subject::Subject;
 
 #[derive(Subcommand)]
 pub enum RuntimeCommand {
@@ -49,8 +51,8 @@ pub enum RuntimeCommand {
     /// End the running turn of an ACP runtime (`session/cancel`) and print
     /// its stop reason.
     Cancel {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
         #[arg(long)]
         json: bool,
     },
@@ -60,8 +62,8 @@ pub enum RuntimeCommand {
     /// is on.
     #[command(name = "bind-conversation", visible_alias = "bind-session")]
     BindConversation {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
         /// The conversation's id, as the provider names it.
         #[arg(long, visible_alias = "session", value_name = "ID")]
         conversation: Option<String>,
@@ -71,8 +73,8 @@ pub enum RuntimeCommand {
     /// Create or change a runtime record and claim it for this host (the
     /// repair that interactive-serve and doctor print).
     Configure {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
         #[arg(long)]
         kind: Option<String>,
         #[arg(long)]
@@ -90,8 +92,16 @@ pub enum RuntimeCommand {
     },
     /// Show one runtime.
     Show {
+        #[command(flatten)]
+        id: Subject,
         #[arg(long)]
-        id: String,
+        json: bool,
+    },
+    /// Remove a runtime's record (one that is not ONLINE): it leaves
+    /// `runtime list` and `doctor`; its messages stay, addressed to its agent.
+    Rm {
+        #[command(flatten)]
+        id: Subject,
         #[arg(long)]
         json: bool,
     },
@@ -99,20 +109,20 @@ pub enum RuntimeCommand {
     /// wait for its turn and for idle, verify the echo, press Enter, verify
     /// the submission; prints the evidence.
     Deliver {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
         #[command(flatten)]
         options: DeliverArgs,
         /// One line of text (no newlines or control characters).
-        text: String,
+        #[arg(required_unless_present = "id_flag")]
+        text: Option<String>,
     },
 }
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// The runtime's id (also the session name in `session ls`).
-    #[arg(long)]
-    id: String,
+    #[command(flatten)]
+    pub(super) id: Subject,
     /// The adapter for the provider (default: the one that claims the
     /// command; see `agent-comms adapters list`).
     #[arg(long)]
@@ -191,7 +201,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     match cmd {
         RuntimeCommand::InteractiveServe(args) => interactive_serve(args, actor),
         RuntimeCommand::AcpServe(args) => super::acp::serve(args, actor),
-        RuntimeCommand::Cancel { id, json } => super::acp::cancel(&id, json),
+        RuntimeCommand::Cancel { id, json } => super::acp::cancel(id.id()?, json),
         RuntimeCommand::BindConversation {
             id,
             conversation,
@@ -199,7 +209,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         } => {
             let conversation = conversation.as_deref().map(conversation_id).transpose()?;
             bind(
-                &runtime_id(&id)?,
+                &runtime_id(id.id()?)?,
                 conversation.as_ref().map(Id::as_str),
                 json,
             )
@@ -211,9 +221,9 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             max_concurrent,
             json,
         } => configure_runtime(
-            &id,
+            id.id()?,
             &Configure {
-                id: &runtime_id(&id)?,
+                id: &runtime_id(id.id()?)?,
                 agent: actor,
                 kind: kind.as_deref(),
                 connector: connector.as_deref(),
@@ -222,10 +232,33 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             json,
         ),
         RuntimeCommand::List { json } => list(json),
-        RuntimeCommand::Show { id, json } => show(runtime_id(&id)?.as_str(), json),
+        RuntimeCommand::Show { id, json } => show(runtime_id(id.id()?)?.as_str(), json),
+        RuntimeCommand::Rm { id, json } => remove(runtime_id(id.id()?)?.as_str(), json),
         RuntimeCommand::Deliver { id, options, text } => {
+            let (id, text) = id.id_then(text)?;
+            let Some(text) = text else {
+                bail!("give the TEXT to deliver: agent-comms runtime deliver {id} TEXT");
+            };
             deliver(runtime_id(&id)?.as_str(), options, text)
         }
+    }
+}
+
+/// Whether `cmd` serves a program given after `--`, its id given once.
+pub(super) fn takes_program(cmd: &RuntimeCommand) -> bool {
+    match cmd {
+        RuntimeCommand::InteractiveServe(args) => args.id.agrees() && !args.command.is_empty(),
+        RuntimeCommand::AcpServe(args) => args.program_given(),
+        _ => false,
+    }
+}
+
+/// Whether a serve's two forms of id agree.
+pub(super) fn ids_agree(cmd: &RuntimeCommand) -> bool {
+    match cmd {
+        RuntimeCommand::InteractiveServe(args) => args.id.agrees(),
+        RuntimeCommand::AcpServe(args) => args.id.agrees(),
+        _ => true,
     }
 }
 
@@ -264,7 +297,7 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
     if args.heartbeat_ms == 0 {
         bail!("--heartbeat-ms must be above 0");
     }
-    let id = runtime_id(&args.id)?;
+    let id = runtime_id(args.id.id()?)?;
     if let Some(conversation) = &args.conversation {
         conversation_id(conversation)?;
     }
@@ -357,6 +390,19 @@ fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result
             display::one_line(&view.connector),
             view.max_concurrent
         );
+    }
+    Ok(0)
+}
+
+/// `runtime rm ID`.
+fn remove(id: &str, json: bool) -> anyhow::Result<i32> {
+    let store = open_store()?;
+    let removed = registration::remove(&store, &host_id()?, id, unix_millis())?;
+    if json {
+        let view = RuntimeView::new(&removed, &host_id()?, unix_millis());
+        println!("{}", serde_json::to_string(&view)?);
+    } else {
+        println!("runtime {id} removed (it was {})", removed.status);
     }
     Ok(0)
 }

@@ -415,24 +415,10 @@ fn invalid_profiles(problems: &[ProfileError]) -> Vec<Finding> {
             message: problem.to_string(),
             repair: Some(format!(
                 "fix or remove it, then run: agent-comms adapters check {}",
-                shell_word(&problem.file)
+                crate::display::shell_word(&problem.file)
             )),
         })
         .collect()
-}
-
-/// `word` as one shell word: quoted when it holds anything but the
-/// characters of plain paths.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
 }
 
 /// Agent adapters whose CLI is installed at a version outside the one(s)

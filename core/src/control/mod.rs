@@ -59,6 +59,8 @@ pub enum ControlError {
     AlreadyServed { id: String, pid: u32 },
     #[error("no actor to {what}; pass --actor ID or set AGENT_COMMS_ACTOR")]
     NoActor { what: String },
+    #[error("runtime {id} is ONLINE, so its record stays; stop it first with: {stop}")]
+    StillOnline { id: String, stop: String },
     #[error("no runtime '{0}'; see them with: agent-comms runtime list")]
     UnknownRuntime(String),
     #[error("no agent '{0}' has a runtime, so nothing could deliver to it; start one with: agent-comms --actor {0} runtime interactive-serve --id {0} -- <provider command>")]
