@@ -91,19 +91,46 @@ fn rm_refuses_an_online_runtime_and_removes_a_dead_one() {
     assert_eq!(removed.stdout.trim(), "runtime A removed (it was OFFLINE)");
     let list = env.run_ok(&["runtime", "list", "--json"]).json();
     assert_eq!(list, serde_json::json!([]));
-    let doctor = env.run(&["doctor", "--json"]).json();
-    let about_a = doctor
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["subject"] == "A")
-        .count();
-    assert_eq!(about_a, 0, "doctor still speaks of A: {doctor}");
+
     // Gone: a second rm says so and where to look.
     let again = env
         .run(&["runtime", "rm", "--id", "A"])
         .fails_with_one_line();
     assert!(again.stderr.contains("no runtime 'A'"), "{again:#?}");
+}
+
+/// A runtime whose supervisor died without a word keeps a record that
+/// says ONLINE, which doctor reports until `runtime rm` removes it.
+#[test]
+fn rm_of_a_dead_record_ends_what_doctor_says_of_it() {
+    let env = TestEnv::new();
+    let served = Served::start(&env, "A", "normal", &[], &["--heartbeat-ms", "100"]);
+    env.signal(served.supervisor_pid(), libc::SIGKILL);
+    if env.is_ours(served.agent_pid()) {
+        env.signal(served.agent_pid(), libc::SIGKILL);
+    }
+    support::wait_until("A's heartbeat stale", || {
+        support::acp::show(&env, "A")["status"] == "OFFLINE"
+    });
+    let about_a = |env: &TestEnv| -> Vec<Value> {
+        let doctor = env.run(&["doctor", "--json"]).json();
+        let all = doctor.as_array().unwrap().clone();
+        all.into_iter()
+            .filter(|f| f["subject"] == "runtime A")
+            .collect()
+    };
+    let before = about_a(&env);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["code"], "ENDPOINT_NOT_DIALABLE");
+    assert!(
+        before[0]["repair"]
+            .as_str()
+            .unwrap()
+            .ends_with("or forget the record: agent-comms runtime rm A"),
+        "{before:?}"
+    );
+    env.run_ok(&["runtime", "rm", "A"]);
+    assert_eq!(about_a(&env), Vec::<Value>::new());
 }
 
 #[test]

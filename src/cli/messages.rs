@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_comms_core::control::messages::{self, InvocationView, Nudged};
+use agent_comms_core::control::registration::ACP;
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
 use agent_comms_core::display;
 use agent_comms_core::ids::Id;
@@ -126,9 +127,13 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
     if let Some(secs) = waited {
         // The wait ran out or the attempt failed: say what was waited for,
         // where the message stands and what to do.
+        let start = match sent.nudge {
+            Some(_) => None,
+            None => Some(start_command(&store, &inv.to)?),
+        };
         eprintln!(
             "agent-comms: {}",
-            wait_ended(&inv, sent.nudge.as_ref(), secs)
+            wait_ended(&inv, sent.nudge.as_ref(), start.as_deref(), secs)
         );
         return Ok(1);
     }
@@ -161,9 +166,32 @@ fn how_sent(inv: &Invocation, nudge: Option<&(String, Nudged)>) -> String {
     }
 }
 
+/// The command that starts agent `to`'s runtime (the first one of this
+/// host, as the kind it is), for a message nothing online can deliver.
+fn start_command(store: &dyn Store, to: &str) -> anyhow::Result<String> {
+    let host = host_id()?;
+    let runtimes = store.runtimes()?;
+    let mine = runtimes
+        .iter()
+        .filter(|r| r.agent == to)
+        .find(|r| r.host.as_deref().is_none_or(|h| h == host));
+    let (id, acp) = mine.map_or((to, false), |r| (r.id.as_str(), r.kind == ACP));
+    Ok(if acp {
+        format!("agent-comms --actor {to} runtime acp-serve {id} -- <ACP command>")
+    } else {
+        format!("agent-comms --actor {to} runtime interactive-serve {id} -- <provider command>")
+    })
+}
+
 /// Why `send --wait SECS` ends without a delivery, where the message
-/// stands, and the next step.
-fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> String {
+/// stands, and the next step; `start` is how to start a runtime when none
+/// is online.
+fn wait_ended(
+    inv: &Invocation,
+    nudge: Option<&(String, Nudged)>,
+    start: Option<&str>,
+    secs: u64,
+) -> String {
     let id = &inv.id;
     let what = match nudge {
         Some((runtime, Nudged::Woken(Some(_)))) => {
@@ -177,8 +205,9 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
             display::one_line(why)
         ),
         None => format!(
-            "did not wait: agent {} has no runtime online here to deliver {id}",
-            inv.to
+            "did not wait: agent {} has no runtime online here, and nothing can deliver {id} until one starts; start one with: {}",
+            inv.to,
+            start.unwrap_or("agent-comms runtime list")
         ),
     };
     let reason = inv
@@ -195,12 +224,12 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
         }
         InvocationStatus::Pending => "it stays queued and is tried again".to_owned(),
         InvocationStatus::Failed => {
-            format!("it was given up; to try again: agent-comms message redeliver --id {id}")
+            format!("it was given up; to try again: agent-comms message redeliver {id}")
         }
         _ => "it is not delivered from here".to_owned(),
     };
     format!(
-        "{what}; it is {}{reason}: {next}; follow it with: agent-comms message show {id} (or take it back: agent-comms message cancel {id})",
+        "{what}; it is {}{reason}: {next}; follow it with: agent-comms message show {id}; or take it back: agent-comms message cancel {id}",
         inv.status
     )
 }

@@ -125,6 +125,20 @@ fn kind_or_interactive(r: &RuntimeRecord) -> RuntimeKind {
     }
 }
 
+/// The command that serves runtime `r` again, as the kind it was.
+fn serve_command(r: &RuntimeRecord) -> String {
+    match kind_or_interactive(r) {
+        RuntimeKind::Acp => format!(
+            "agent-comms --actor {} runtime acp-serve --id {} -- <ACP command>",
+            r.agent, r.id
+        ),
+        RuntimeKind::Interactive => format!(
+            "agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
+            r.agent, r.id
+        ),
+    }
+}
+
 /// `FOREIGN_HOST`: a runtime another host serves; nothing else about it
 /// can be checked from here.
 fn foreign_host(r: &RuntimeRecord, host: &str) -> Option<Finding> {
@@ -168,8 +182,9 @@ fn liveness(r: &RuntimeRecord, now: u64) -> Option<Finding> {
                 r.endpoint.as_deref().unwrap_or("(none)")
             ),
             repair: Some(format!(
-                "agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
-                r.agent, r.id
+                "serve it again: {}; or forget the record: agent-comms runtime rm {}",
+                serve_command(r),
+                r.id
             )),
         });
     };
@@ -208,8 +223,8 @@ fn foreign_endpoint(r: &RuntimeRecord, foreign: &ForeignEndpoint) -> Finding {
             foreign.me
         ),
         repair: Some(format!(
-            "check who may write the store (agent-comms store check), then serve the runtime again, which records its own endpoint: agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
-            r.agent, r.id
+            "check who may write the store (agent-comms store check), then serve the runtime again, which records its own endpoint: {}",
+            serve_command(r)
         )),
     }
 }
