@@ -27,24 +27,24 @@ const MAX_PROMPT_FILE: u64 = 1 << 20;
 
 #[derive(Args)]
 #[command(after_help = "Examples:
-  agent-comms --actor coder runtime acp-serve --id coder -- opencode acp
-  agent-comms --actor coder runtime acp-serve --id coder --provider claude-code --prompt 'read the README'
-  agent-comms runtime deliver --id coder 'please run the tests'
+  agent-comms --actor coder runtime acp-serve coder -- opencode acp
+  agent-comms --actor coder runtime acp-serve coder --provider claude-code --prompt 'read the README'
+  agent-comms runtime deliver coder 'please run the tests'
   agent-comms acp log coder --follow
-  agent-comms runtime acp-serve --id coder --listen 127.0.0.1:0 -- opencode acp   # and a web page")]
+  agent-comms runtime acp-serve coder --listen 127.0.0.1:0 -- opencode acp   # and a web page")]
 pub struct AcpServeArgs {
     #[command(flatten)]
     pub(super) id: super::subject::Subject,
     /// The adapter whose `[acp]` section runs the agent (default: the one
     /// whose `[acp]` command CMD is); without CMD, its command is run.
-    #[arg(long)]
+    #[arg(long, value_name = "ADAPTER")]
     provider: Option<String>,
     /// What the agent may do (TOML; see docs/acp.md#the-policy). Without
     /// it: every permission rejected once, no files or terminals served.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// Start the first turn with this prompt.
-    #[arg(long, conflicts_with = "prompt_file")]
+    #[arg(long, conflicts_with = "prompt_file", value_name = "TEXT")]
     prompt: Option<String>,
     /// Start the first turn with the prompt in FILE.
     #[arg(long, value_name = "FILE")]
@@ -74,7 +74,9 @@ pub struct AcpServeArgs {
     heartbeat_ms: u64,
     #[command(flatten)]
     batch: super::runtime::BatchArg,
-    /// Print what started as JSON.
+    /// Print what started as JSON: {"id", "supervisor_pid", "agent_pid",
+    /// "session_id", "agent_name", "agent_version", "transcript", "bridge"}
+    /// (and "web" with --listen).
     #[arg(long)]
     json: bool,
     /// The agent's ACP command and arguments, after `--` (default: the
@@ -112,6 +114,7 @@ pub enum AcpCommand {
   agent-comms acp log coder --follow
   agent-comms acp log coder --json | jq -c 'select(.dir == \"from_agent\")'")]
     Log {
+        /// The runtime's id.
         id: String,
         /// Keep printing as the session goes on, until it ends (Ctrl-C stops).
         #[arg(long, short = 'f')]
@@ -145,7 +148,7 @@ pub enum AcpCommand {
     /// permissions, over WebSocket; until the runtime ends.
     #[command(after_help = "Examples:
   agent-comms acp serve-web coder --listen 127.0.0.1:8700
-  agent-comms acp serve-web coder --listen 127.0.0.1:0 --json | jq -r .url
+  agent-comms acp serve-web coder --listen 127.0.0.1:0 --json   # {\"url\", \"read_only_url\", \"listen\"}
   agent-comms acp serve-web coder --listen 0.0.0.0:8700 --allow-remote --token-file ~/.config/coder-web.json
 
 It prints two URLs, each with its token: a controller's and a read-only one.

@@ -4,7 +4,6 @@
 //! argument"; the fix is one `--`, so the corrected command is printed.
 
 use agent_comms_core::display::shell_word;
-use clap::Parser;
 
 use super::agent_comms::Cli;
 
@@ -17,7 +16,7 @@ pub fn missing(args: &[String], fits: impl Fn(&Cli) -> bool) -> Option<String> {
     (2..args.len()).find_map(|at| {
         let mut fixed = args.to_vec();
         fixed.insert(at, "--".to_owned());
-        let cli = Cli::try_parse_from(&fixed).ok()?;
+        let cli = super::agent_comms::parse(&fixed).ok()?;
         fits(&cli).then(|| shell_line(&fixed))
     })
 }

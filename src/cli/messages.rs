@@ -16,9 +16,19 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  agent-comms --actor alice send --to bob 'the build is green'
+  agent-comms --actor alice send --to bob --body-file review.md
+  agent-comms --actor alice send --to bob --wait 60 'are the tests done?'
+  agent-comms --actor alice send --to bob --json 'ping' | jq -r .id
+
+Exit status: 0 stored (and, with --wait, delivered); 1 not delivered within
+--wait, or not waited for because no runtime of the agent is online (nothing
+can deliver it until one starts; the line says how to start one), or an
+error. A message not delivered stays queued unless the line says otherwise.")]
 pub struct SendArgs {
-    /// The recipient agent (it must have a runtime).
-    #[arg(long)]
+    /// The recipient agent (it must have a runtime record).
+    #[arg(long, value_name = "AGENT")]
     to: String,
     /// Read the message from FILE instead of TEXT.
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
@@ -27,6 +37,8 @@ pub struct SendArgs {
     /// at most this many seconds.
     #[arg(long, value_name = "SECONDS")]
     wait: Option<u64>,
+    /// Print the message as JSON: {"id", "from", "to", "status",
+    /// "created", "delivered", "reason", "attempts"}.
     #[arg(long)]
     json: bool,
     /// The message; it may be long and span lines: only a short
@@ -38,13 +50,19 @@ pub struct SendArgs {
 #[derive(Subcommand)]
 pub enum MessageCommand {
     /// List messages, oldest first.
+    #[command(after_help = "Examples:
+  agent-comms message list
+  agent-comms message list --to bob --status pending
+  agent-comms message list --json | jq -r '.[] | select(.status == \"FAILED\") | .id'")]
     List {
-        /// PENDING, DELIVERING, DELIVERED, UNAVAILABLE or FAILED.
-        #[arg(long)]
+        /// Only messages in this state (any case).
+        #[arg(long, value_name = "STATUS", value_parser = ["PENDING", "DELIVERING", "DELIVERED", "UNAVAILABLE", "FAILED"], ignore_case = true)]
         status: Option<String>,
         /// Only messages to this agent.
-        #[arg(long)]
+        #[arg(long, value_name = "AGENT")]
         to: Option<String>,
+        /// One JSON array of messages: {"id", "from", "to", "status",
+        /// "created", "delivered", "reason", "attempts"}.
         #[arg(long)]
         json: bool,
     },
@@ -57,6 +75,7 @@ pub enum MessageCommand {
   agent-comms message show inv_3f2a9c1d0b7e --json             # one JSON object per message, a line each
   agent-comms message show inv_3f2a9c1d0b7e --raw > body.txt   # the body exactly as sent")]
     Show {
+        /// The messages' ids (inv_…), one or more.
         #[arg(required = true, num_args = 1.., value_name = "ID")]
         ids: Vec<String>,
         /// One JSON object per message, a line each.
@@ -68,19 +87,27 @@ pub enum MessageCommand {
         raw: bool,
     },
     /// Queue a message for delivery again and nudge its runtime.
+    #[command(after_help = "Examples:
+  agent-comms message redeliver inv_3f2a9c1d0b7e
+  agent-comms message redeliver inv_3f2a9c1d0b7e --json")]
     #[command(mut_arg("id", |a| a.help("The message's id (inv_…; `--id ID` is accepted too).")))]
     Redeliver {
         #[command(flatten)]
         id: super::subject::Subject,
+        /// Print the message as `message list --json` does.
         #[arg(long)]
         json: bool,
     },
     /// Take a waiting message (PENDING, UNAVAILABLE or FAILED) out of its
     /// agent's queue for good: it becomes FAILED, "cancelled by ACTOR".
+    #[command(after_help = "Examples:
+  agent-comms --actor alice message cancel inv_3f2a9c1d0b7e
+  agent-comms message cancel inv_3f2a9c1d0b7e --json")]
     #[command(mut_arg("id", |a| a.help("The message's id (inv_…; `--id ID` is accepted too).")))]
     Cancel {
         #[command(flatten)]
         id: super::subject::Subject,
+        /// Print the message as `message list --json` does.
         #[arg(long)]
         json: bool,
     },

@@ -37,7 +37,16 @@ pub enum RuntimeCommand {
     /// The terminal is dedicated to it: you use the provider as usual, and
     /// other agents' messages are typed into its prompt only when it is
     /// idle and you are not typing. Everything after `--` is the provider's.
-    #[command(name = "interactive-serve")]
+    #[command(
+        name = "interactive-serve",
+        after_help = "Examples:
+  agent-comms --actor bob runtime interactive-serve bob -- claude
+  agent-comms --actor bob runtime interactive-serve bob --allow-agent-comms -- claude
+  agent-comms --actor bob runtime interactive-serve bob --mcp --provider codex -- codex
+  agent-comms --actor bob runtime interactive-serve bob --takeover-pid 4242 -- claude
+
+Exits with the provider's exit status once it ends (the runtime goes OFFLINE)."
+    )]
     InteractiveServe(ServeArgs),
     /// Run an agent headless over the Agent Client Protocol as agent ID's
     /// runtime: registered, heartbeating, receiving messages as prompts
@@ -50,9 +59,15 @@ pub enum RuntimeCommand {
     AcpServe(super::acp::AcpServeArgs),
     /// End the running turn of an ACP runtime (`session/cancel`) and print
     /// its stop reason.
+    #[command(after_help = "Examples:
+  agent-comms runtime cancel coder
+  agent-comms runtime cancel coder --json
+
+Exit status: 0 the turn ended, 1 no turn was running or the runtime is not.")]
     Cancel {
         #[command(flatten)]
         id: Subject,
+        /// Print {"id", "stop_reason"}.
         #[arg(long)]
         json: bool,
     },
@@ -60,54 +75,97 @@ pub enum RuntimeCommand {
     /// thread): a later serve that asks to continue resumes exactly that
     /// one. Without --conversation, the one the running runtime's provider
     /// is on.
-    #[command(name = "bind-conversation", visible_alias = "bind-session")]
+    #[command(
+        name = "bind-conversation",
+        visible_alias = "bind-session",
+        after_help = "Examples:
+  agent-comms runtime bind-conversation bob   # the one its provider is on now
+  agent-comms runtime bind-conversation bob --conversation 0f6c2a4e-5b1d-4c39-9a57-3b7d2f1e8c90"
+    )]
     BindConversation {
         #[command(flatten)]
         id: Subject,
         /// The conversation's id, as the provider names it.
         #[arg(long, visible_alias = "session", value_name = "ID")]
         conversation: Option<String>,
+        /// Print {"id", "conversation_id", "session_id"} (session_id: the
+        /// same, under its old name).
         #[arg(long)]
         json: bool,
     },
     /// Create or change a runtime record and claim it for this host (the
-    /// repair that interactive-serve and doctor print).
+    /// repair that interactive-serve and doctor print). The acting agent
+    /// becomes the runtime's agent.
+    #[command(after_help = "Examples:
+  agent-comms --actor bob runtime configure bob
+  agent-comms --actor bob runtime configure bob --kind ACP --connector ACP --max-concurrent 1")]
     Configure {
         #[command(flatten)]
         id: Subject,
-        #[arg(long)]
+        /// What serves it: INTERACTIVE (interactive-serve) or ACP
+        /// (acp-serve); a serve refuses any other kind (default: kept, or
+        /// INTERACTIVE for a new record).
+        #[arg(long, value_name = "KIND")]
         kind: Option<String>,
-        #[arg(long)]
+        /// How it is reached: INTERACTIVE or ACP, the same as the kind
+        /// (default: kept, or INTERACTIVE for a new record).
+        #[arg(long, value_name = "CONNECTOR")]
         connector: Option<String>,
-        #[arg(long)]
+        /// Deliveries at a time; the serves accept 1 (default: kept, or 1).
+        #[arg(long, value_name = "N")]
         max_concurrent: Option<u32>,
+        /// Print the record as `runtime show --json` does.
         #[arg(long)]
         json: bool,
     },
     /// List runtimes with their effective status (a stale heartbeat reads
     /// OFFLINE).
+    #[command(after_help = "Examples:
+  agent-comms runtime list
+  agent-comms runtime list --json | jq -r '.[] | select(.status == \"ONLINE\") | .id'")]
     List {
+        /// One JSON array of records: {"id", "agent", "kind", "connector",
+        /// "status", "host", "pid", "endpoint", "last_heartbeat", …}.
         #[arg(long)]
         json: bool,
     },
-    /// Show one runtime.
+    /// Show one runtime: its record, and for a live one how its adapter
+    /// reads the screen (or, for ACP, its session and turn).
+    #[command(after_help = "Examples:
+  agent-comms runtime show bob
+  agent-comms runtime show bob --json | jq -r .status   # ONLINE, OFFLINE, DRAINING or REVOKED")]
     Show {
         #[command(flatten)]
         id: Subject,
+        /// The record as one JSON object (as in `runtime list --json`),
+        /// with "screen" or "acp" for a live runtime.
         #[arg(long)]
         json: bool,
     },
     /// Remove a runtime's record (one that is not ONLINE): it leaves
     /// `runtime list` and `doctor`; its messages stay, addressed to its agent.
+    /// An ONLINE one is refused: stop it first (`session kill ID`).
+    #[command(after_help = "Examples:
+  agent-comms runtime rm bob
+  agent-comms runtime rm bob --json   # the record removed, as runtime show --json")]
     Rm {
         #[command(flatten)]
         id: Subject,
+        /// Print the removed record as `runtime show --json` does.
         #[arg(long)]
         json: bool,
     },
     /// Type TEXT into the runtime's prompt with the delivery discipline:
     /// wait for its turn and for idle, verify the echo, press Enter, verify
     /// the submission; prints the evidence.
+    #[command(after_help = "Examples:
+  agent-comms runtime deliver coder 'please run the tests'
+  agent-comms runtime deliver coder --try 'are you free?'
+  agent-comms runtime deliver coder --timeout 30 --json 'status?'
+
+A text of several lines goes as a message instead: agent-comms send --to AGENT --body-file FILE.
+Exit status: 0 delivered (with evidence), 1 not delivered (offline, busy with --try, timed out,
+refused text, or an error; the line says which).")]
     Deliver {
         #[command(flatten)]
         id: Subject,
@@ -125,7 +183,7 @@ pub struct ServeArgs {
     pub(super) id: Subject,
     /// The adapter for the provider (default: the one that claims the
     /// command; see `agent-comms adapters list`).
-    #[arg(long)]
+    #[arg(long, value_name = "ADAPTER")]
     provider: Option<String>,
     /// Let the provider run agent-comms without asking: appends the
     /// adapter's `[permissions]` grant, nothing broader (for claude,
@@ -189,9 +247,10 @@ pub struct DeliverArgs {
     #[arg(long = "try")]
     try_only: bool,
     /// Seconds to wait for the turn and for idle.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000)]
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000, value_name = "SECONDS")]
     timeout: u64,
-    /// Print the evidence as JSON.
+    /// Print the evidence as JSON: {"echoed", "entered", "submitted"
+    /// (Unix ms), "enter_presses", "style", "stop_reason" (ACP)}.
     #[arg(long)]
     json: bool,
 }
