@@ -168,6 +168,9 @@ fn a_forgotten_double_dash_is_answered_with_the_corrected_command() {
             format!("agent-comms: put `--` before the program: {fixed}")
         );
     }
+    // Asking for help is not a forgotten `--`.
+    let help = env.run_ok(&["session", "new", "work", "--help"]);
+    assert!(help.stdout.contains("Examples:"), "{help:#?}");
     // Nothing was started by the refused commands.
     assert_eq!(env.ls_json(), Vec::<Value>::new());
 }

@@ -310,14 +310,27 @@ pub fn main() -> i32 {
     let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
-            if let Some(fixed) = super::dashes::missing(&args, takes_program) {
+            use clap::error::ErrorKind;
+            let asked = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            let fixed = (!asked)
+                .then(|| super::dashes::missing(&args, takes_program))
+                .flatten();
+            if let Some(fixed) = fixed {
                 eprintln!("agent-comms: put `--` before the program: {fixed}");
                 return 2;
             }
             e.exit()
         }
     };
-    if let Some(fixed) = super::dashes::missing(&args, takes_program).filter(|_| !ids_agree(&cli)) {
+    let fixed = (!ids_agree(&cli))
+        .then(|| super::dashes::missing(&args, takes_program))
+        .flatten();
+    if let Some(fixed) = fixed {
         eprintln!("agent-comms: put `--` before the program: {fixed}");
         return 2;
     }
