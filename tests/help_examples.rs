@@ -83,9 +83,12 @@ enum End {
 const MCP_INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"help-examples","version":"0"}}}"#;
 const ACP_INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
 
+/// An example's text, and how the examples that name it run.
+type Rule = (&'static str, fn() -> How);
+
 /// How each example runs, by the first rule whose text it contains.
 fn how(example: &str) -> How {
-    const RULES: &[(&str, fn() -> How)] = &[
+    const RULES: &[Rule] = &[
         ("session attach work --detach-key C-]", || {
             How::Terminal(End::Type("ready-5", b"\x1d"))
         }),
@@ -352,8 +355,11 @@ fn run_example(env: &TestEnv, example: &str, line: &str) -> Result<(), String> {
         How::Stdio(request) => {
             let mut child = spawn(env, line, Stdio::piped());
             let mut stdin = child.stdin.take().unwrap();
-            writeln!(stdin, "{request}").map_err(|e| e.to_string())?;
-            let answered = first_line(&mut child).filter(|l| l.contains("\"result\""));
+            let written = writeln!(stdin, "{request}");
+            let answered = written
+                .ok()
+                .and_then(|()| first_line(&mut child))
+                .filter(|l| l.contains("\"result\""));
             stop(&mut child);
             answered
                 .map(|_| ())

@@ -19,9 +19,9 @@ mod support;
 
 use std::process::Command;
 
-use support::acp::fake_agent;
+use support::acp::{fake_agent, Served};
 use support::cells::K;
-use support::env::{Record, TestEnv};
+use support::env::TestEnv;
 use support::fakes::fake;
 use support::run::{run_bounded, Run};
 use support::{wait_until, BIN};
@@ -138,7 +138,7 @@ const HINTS: &[Hint] = &[
     Hint {
         name: "an ACP runtime served twice",
         produce: |env| {
-            serve_acp(env, "bob");
+            serve_acp(env, "bob", &[]);
             printed(&env.run(&[
                 "--actor",
                 "bob",
@@ -155,7 +155,7 @@ const HINTS: &[Hint] = &[
     Hint {
         name: "a snapshot of an ACP runtime",
         produce: |env| {
-            serve_acp(env, "bob");
+            serve_acp(env, "bob", &[]);
             printed(&env.run(&["session", "snapshot", "bob"]))
         },
         after: "see what it does with: ",
@@ -164,7 +164,7 @@ const HINTS: &[Hint] = &[
     Hint {
         name: "rm of an online runtime",
         produce: |env| {
-            serve_acp(env, "bob");
+            serve_acp(env, "bob", &[]);
             printed(&env.run(&["runtime", "rm", "bob"]))
         },
         after: "stop it first with: ",
@@ -190,8 +190,8 @@ const HINTS: &[Hint] = &[
     Hint {
         name: "doctor: AMBIGUOUS_RUNTIMES",
         produce: |env| {
-            serve_acp_as(env, "A", "bob", &[]);
-            serve_acp_as(env, "B", "bob", &[]);
+            serve_acp(env, "A", &["--actor", "bob"]);
+            serve_acp(env, "B", &["--actor", "bob"]);
             printed(&env.run(&["doctor"]))
         },
         after: "repair: ",
@@ -373,40 +373,21 @@ fn send_wait_offline(env: &TestEnv) -> String {
     ]))
 }
 
-/// Runtime `id` of agent `actor` served detached by the fake ACP agent;
-/// remembered for cleanup.
-fn serve_acp_as(env: &TestEnv, id: &str, actor: &str, extra: &[&str]) -> Record {
-    let agent = fake_agent();
-    let mut args = vec!["--actor", actor, "runtime", "acp-serve", id, "--json"];
-    args.extend_from_slice(extra);
-    args.extend(["--", agent.as_str()]);
-    let mut cmd = env.command(&args);
-    cmd.current_dir(&env.work)
-        .env("FAKE_ACP_LOG", env.base().join("fake-acp.log"));
-    let started = run_bounded(cmd, &format!("acp-serve {id}")).ok().json();
-    let pid = |key: &str| started[key].as_u64().unwrap() as u32;
-    let record = Record {
-        name: id.to_owned(),
-        pid: pid("agent_pid"),
-        supervisor_pid: pid("supervisor_pid"),
-        socket: env.socket_path(id),
-    };
-    env.remember(record.clone());
-    record
-}
-
-fn serve_acp(env: &TestEnv, id: &str) {
-    serve_acp_as(env, id, id, &[]);
+/// Runtime `id` served detached by the fake ACP agent (as agent `id`, or
+/// `--actor A` in `extra`); remembered for cleanup.
+fn serve_acp(env: &TestEnv, id: &str, extra: &[&str]) -> Served {
+    Served::start(env, id, "normal", &[], extra)
 }
 
 /// An ACP runtime whose supervisor and agent died without a word: its
 /// record says ONLINE, its heartbeat went stale.
 fn dead_acp_runtime(env: &TestEnv) -> String {
-    let served = serve_acp_as(env, "bob", "bob", &["--heartbeat-ms", "100"]);
-    env.signal(served.supervisor_pid, libc::SIGKILL);
+    let served = serve_acp(env, "bob", &["--heartbeat-ms", "100"]);
+    env.signal(served.supervisor_pid(), libc::SIGKILL);
     // The agent may outlive its supervisor a moment; it goes too.
-    if env.is_ours(served.pid) {
-        env.signal(served.pid, libc::SIGKILL);
+    // (Checked once and sent: it may end between two checks.)
+    if env.is_ours(served.agent_pid()) {
+        support::procs::signal(served.agent_pid(), libc::SIGKILL);
     }
     wait_until("bob's heartbeat stale", || {
         support::acp::show(env, "bob")["status"] == "OFFLINE"
