@@ -363,7 +363,7 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
             let id = runtime_id(&id)?;
             let path = transcript_path(&state_dir(), id.as_str());
             if !path.exists() {
-                bail!("runtime {id} has no transcript ({}); start it with: agent-comms runtime acp-serve --id {id} -- <ACP command>", path.display());
+                bail!("runtime {id} has no transcript ({}); start it with: agent-comms runtime acp-serve {id} -- <ACP command>", path.display());
             }
             if live {
                 follow(id.as_str(), &path, json)?;
@@ -470,7 +470,7 @@ pub(super) fn live(id: &str) -> anyhow::Result<Client> {
         }
         Ok(_) => bail!("session {id} is not an ACP runtime (see: agent-comms session ls)"),
         Err(_) => bail!(
-            "ACP runtime {id} is not running; start it with: agent-comms runtime acp-serve --id {id} -- <ACP command>"
+            "ACP runtime {id} is not running; start it with: agent-comms runtime acp-serve {id} -- <ACP command>"
         ),
     }
 }

@@ -480,7 +480,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if views.is_empty() {
-        println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve --id ID -- <provider command>");
+        println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve ID -- <provider command>");
         return Ok(0);
     }
     println!(

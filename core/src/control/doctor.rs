@@ -129,11 +129,11 @@ fn kind_or_interactive(r: &RuntimeRecord) -> RuntimeKind {
 fn serve_command(r: &RuntimeRecord) -> String {
     match kind_or_interactive(r) {
         RuntimeKind::Acp => format!(
-            "agent-comms --actor {} runtime acp-serve --id {} -- <ACP command>",
+            "agent-comms --actor {} runtime acp-serve {} -- <ACP command>",
             r.agent, r.id
         ),
         RuntimeKind::Interactive => format!(
-            "agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
+            "agent-comms --actor {} runtime interactive-serve {} -- <provider command>",
             r.agent, r.id
         ),
     }
@@ -316,7 +316,7 @@ fn stale_attempts(store: &dyn Store, now: u64) -> Result<Vec<Finding>, ControlEr
                 a.runtime,
                 iso_from_unix_millis(a.lease_until)
             ),
-            repair: Some(format!("agent-comms message redeliver --id {}", a.invocation)),
+            repair: Some(format!("agent-comms message redeliver {}", a.invocation)),
         })
         .collect())
 }
@@ -522,7 +522,7 @@ fn acp_findings_on(
                     acp.command.join(" ")
                 ),
                 repair: Some(format!(
-                    "install the agent{version} so that `{program}` is on PATH, or give the runtime its command: agent-comms runtime acp-serve --id {first} -- <ACP command>"
+                    "install the agent{version} so that `{program}` is on PATH, or give the runtime its command: agent-comms runtime acp-serve {first} -- <ACP command>"
                 )),
             });
             continue;
@@ -690,7 +690,7 @@ mod tests {
         );
         assert_eq!(
             f.repair.as_deref(),
-            Some("install the agent (checked: >=1.0, <1.1) so that `tool-acp` is on PATH, or give the runtime its command: agent-comms runtime acp-serve --id bob -- <ACP command>")
+            Some("install the agent (checked: >=1.0, <1.1) so that `tool-acp` is on PATH, or give the runtime its command: agent-comms runtime acp-serve bob -- <ACP command>")
         );
 
         let on_path = path_with_tool_acp();

@@ -50,7 +50,7 @@ pub const STALE_AFTER_BEATS: u64 = 3;
 pub fn repair_command(agent: &str, id: &str, kind: RuntimeKind) -> String {
     let kind = kind.as_str();
     format!(
-        "agent-comms --actor {agent} runtime configure --id {id} --kind {kind} --connector {kind} --max-concurrent 1"
+        "agent-comms --actor {agent} runtime configure {id} --kind {kind} --connector {kind} --max-concurrent 1"
     )
 }
 
