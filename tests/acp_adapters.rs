@@ -165,7 +165,7 @@ fn doctor_reports_an_acp_runtimes_agent_command_missing_from_path() {
         f["repair"]
             .as_str()
             .unwrap()
-            .ends_with("agent-comms runtime acp-serve --id bob -- <ACP command>"),
+            .ends_with("agent-comms runtime acp-serve bob -- <ACP command>"),
         "{f}"
     );
 

@@ -518,7 +518,7 @@ fn a_mismatched_runtime_is_refused_with_its_repair() {
     let mut served = Served::spawn(&env, "bob", "claude", &[], &[]);
     let status = served.term.wait_exit();
     assert!(!status.success());
-    let repair = "agent-comms --actor bob runtime configure --id bob --kind INTERACTIVE --connector INTERACTIVE --max-concurrent 1";
+    let repair = "agent-comms --actor bob runtime configure bob --kind INTERACTIVE --connector INTERACTIVE --max-concurrent 1";
     served.term.wait_for(repair);
     assert!(
         events(&served.log, "start").is_empty(),
@@ -832,7 +832,7 @@ fn a_supervisor_killed_mid_delivery_loses_nothing() {
     assert!(dead["repair"]
         .as_str()
         .unwrap()
-        .contains("runtime interactive-serve --id bob"));
+        .contains("runtime interactive-serve bob"));
     wait_until("bob seen offline", || {
         json(&env.run_ok(&["runtime", "show", "--id", "bob", "--json"]))["status"] == "OFFLINE"
     });

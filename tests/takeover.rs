@@ -256,7 +256,7 @@ fn the_collision_guard_refuses_a_second_process_on_a_claude_session() {
     let old = Ordinary::start(&env, "claude", "work", "", &[]);
     let pid = old.pid.to_string();
     Serve::spawn(&env, "bob", "claude", &[], &["--resume", &old.session]).refused(&format!(
-        "conversation {} is in use by process {pid}; to move it here safely: agent-comms --actor bob runtime interactive-serve --id bob --takeover-pid {pid} -- ",
+        "conversation {} is in use by process {pid}; to move it here safely: agent-comms --actor bob runtime interactive-serve bob --takeover-pid {pid} -- ",
         old.session
     ));
     let shared = Serve::spawn(

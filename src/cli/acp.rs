@@ -27,25 +27,24 @@ const MAX_PROMPT_FILE: u64 = 1 << 20;
 
 #[derive(Args)]
 #[command(after_help = "Examples:
-  agent-comms --actor coder runtime acp-serve --id coder -- opencode acp
-  agent-comms --actor coder runtime acp-serve --id coder --provider claude-code --prompt 'read the README'
-  agent-comms runtime deliver --id coder 'please run the tests'
+  agent-comms --actor coder runtime acp-serve coder -- opencode acp
+  agent-comms --actor coder runtime acp-serve coder --provider claude-code --prompt 'read the README'
+  agent-comms runtime deliver coder 'please run the tests'
   agent-comms acp log coder --follow
-  agent-comms runtime acp-serve --id coder --listen 127.0.0.1:0 -- opencode acp   # and a web page")]
+  agent-comms runtime acp-serve coder --listen 127.0.0.1:0 -- opencode acp   # and a web page")]
 pub struct AcpServeArgs {
-    /// The runtime's id (also the session name in `session ls`).
-    #[arg(long)]
-    id: String,
+    #[command(flatten)]
+    pub(super) id: super::subject::Subject,
     /// The adapter whose `[acp]` section runs the agent (default: the one
     /// whose `[acp]` command CMD is); without CMD, its command is run.
-    #[arg(long)]
+    #[arg(long, value_name = "ADAPTER")]
     provider: Option<String>,
     /// What the agent may do (TOML; see docs/acp.md#the-policy). Without
     /// it: every permission rejected once, no files or terminals served.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// Start the first turn with this prompt.
-    #[arg(long, conflicts_with = "prompt_file")]
+    #[arg(long, conflicts_with = "prompt_file", value_name = "TEXT")]
     prompt: Option<String>,
     /// Start the first turn with the prompt in FILE.
     #[arg(long, value_name = "FILE")]
@@ -75,13 +74,22 @@ pub struct AcpServeArgs {
     heartbeat_ms: u64,
     #[command(flatten)]
     batch: super::runtime::BatchArg,
-    /// Print what started as JSON.
+    /// Print what started as JSON: {"id", "supervisor_pid", "agent_pid",
+    /// "session_id", "agent_name", "agent_version", "transcript", "bridge"}
+    /// (and "web" with --listen).
     #[arg(long)]
     json: bool,
     /// The agent's ACP command and arguments, after `--` (default: the
     /// `--provider` adapter's `[acp]` command).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+impl AcpServeArgs {
+    /// An agent command after `--`, the id given once.
+    pub(super) fn program_given(&self) -> bool {
+        self.id.agrees() && !self.command.is_empty()
+    }
 }
 
 /// The flags that let a web server listen beyond loopback.
@@ -106,6 +114,7 @@ pub enum AcpCommand {
   agent-comms acp log coder --follow
   agent-comms acp log coder --json | jq -c 'select(.dir == \"from_agent\")'")]
     Log {
+        /// The runtime's id.
         id: String,
         /// Keep printing as the session goes on, until it ends (Ctrl-C stops).
         #[arg(long, short = 'f')]
@@ -139,7 +148,7 @@ pub enum AcpCommand {
     /// permissions, over WebSocket; until the runtime ends.
     #[command(after_help = "Examples:
   agent-comms acp serve-web coder --listen 127.0.0.1:8700
-  agent-comms acp serve-web coder --listen 127.0.0.1:0 --json | jq -r .url
+  agent-comms acp serve-web coder --listen 127.0.0.1:0 --json   # {\"url\", \"read_only_url\", \"listen\"}
   agent-comms acp serve-web coder --listen 0.0.0.0:8700 --allow-remote --token-file ~/.config/coder-web.json
 
 It prints two URLs, each with its token: a controller's and a read-only one.
@@ -163,7 +172,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
     if args.heartbeat_ms == 0 {
         bail!("--heartbeat-ms must be above 0");
     }
-    let id = runtime_id(&args.id)?;
+    let id = runtime_id(args.id.id()?)?;
     let agent = actor.map_or_else(|| id.to_string(), str::to_owned);
     let adapter = acp_adapter(args.provider.as_deref(), &args.command)?;
     let argv = match (&args.command[..], &adapter) {
@@ -354,7 +363,7 @@ pub fn run(cmd: AcpCommand) -> anyhow::Result<i32> {
             let id = runtime_id(&id)?;
             let path = transcript_path(&state_dir(), id.as_str());
             if !path.exists() {
-                bail!("runtime {id} has no transcript ({}); start it with: agent-comms runtime acp-serve --id {id} -- <ACP command>", path.display());
+                bail!("runtime {id} has no transcript ({}); start it with: agent-comms runtime acp-serve {id} -- <ACP command>", path.display());
             }
             if live {
                 follow(id.as_str(), &path, json)?;
@@ -461,7 +470,7 @@ pub(super) fn live(id: &str) -> anyhow::Result<Client> {
         }
         Ok(_) => bail!("session {id} is not an ACP runtime (see: agent-comms session ls)"),
         Err(_) => bail!(
-            "ACP runtime {id} is not running; start it with: agent-comms runtime acp-serve --id {id} -- <ACP command>"
+            "ACP runtime {id} is not running; start it with: agent-comms runtime acp-serve {id} -- <ACP command>"
         ),
     }
 }

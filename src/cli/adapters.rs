@@ -14,39 +14,65 @@ use serde_json::json;
 #[derive(Subcommand)]
 pub enum AdaptersCommand {
     /// Every adapter in effect (project > user > built-in), with problems.
+    #[command(after_help = "Examples:
+  agent-comms adapters list
+  agent-comms adapters list --json | jq -r '.adapters[].name'")]
     List {
+        /// Print {"adapters": [{"name", "form", "kind", "version",
+        /// "checked", "source", "commands", …}], "errors", "conflicts"}.
         #[arg(long)]
         json: bool,
     },
     /// The resolved profile of one adapter, as TOML.
+    #[command(after_help = "Examples:
+  agent-comms adapters show claude-code
+  agent-comms adapters show bash --json | jq .profile")]
     Show {
+        /// The adapter's name (see `agent-comms adapters list`).
         name: String,
+        /// Print the list entry with its "profile" as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Validate a profile file (or a loaded adapter by name) and run its
     /// sample screens.
+    #[command(after_help = "Examples:
+  agent-comms adapters check claude-code
+  agent-comms adapters check ./my-repl.toml --json
+
+Exit status: 0 valid and every sample read as expected, 1 invalid or a sample failed.")]
     Check {
         /// A profile file, or the name of a loaded adapter.
         target: String,
+        /// Print {"file", "valid", "error", "samples": [{"name",
+        /// "expected", "got", "passed"}]}.
         #[arg(long)]
         json: bool,
     },
     /// Write a new adapter that passes `check` as generated.
+    #[command(after_help = "Examples:
+  agent-comms adapters new my-repl
+  agent-comms adapters new my-repl --form wasm --dir plugins")]
     New {
+        /// The adapter's name (letters, digits, '-').
         name: String,
+        /// What to write: a TOML profile, a native plugin crate, or a Wasm
+        /// plugin crate.
         #[arg(long, value_enum, default_value_t = FormArg::Toml)]
         form: FormArg,
         /// Where to write it (default: the current directory).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum FormArg {
+    /// A TOML profile: rules that read the screen.
     Toml,
+    /// A Rust crate built as a native plugin (cdylib).
     Native,
+    /// A Rust crate built as a Wasm plugin (sandboxed).
     Wasm,
 }
 

@@ -20,7 +20,7 @@ use agent_comms_core::supervisor::{
     kill_grace, SupervisorConfig, DEFAULT_KEYBOARD_QUIET_MS, DEFAULT_KILL_GRACE,
 };
 use anyhow::{bail, Context};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -31,14 +31,72 @@ use serde_json::json;
     long_about = "Supervise AI coding agents and REPLs in real pseudo-terminals.\n\n\
         Each session is a program in a PTY owned by its own supervisor process, with a private \
         endpoint socket under /tmp/agent-comms-<uid>/ (AGENT_COMMS_RUNTIME_DIR overrides). \
-        People attach to it; scripts snapshot, send and watch."
+        People attach to it; scripts snapshot, send and watch.",
+    after_help = "Examples:
+  agent-comms session new work -- bash
+  agent-comms session ls
+  agent-comms --actor alice send --to bob 'the tests pass'
+  agent-comms doctor
+
+Every command says more with --help; `agent-comms --actor ID <command>` works before any command."
 )]
-struct Cli {
-    /// Act as this agent (default: $AGENT_COMMS_ACTOR).
+pub(super) struct Cli {
+    /// Act as this agent (default: $AGENT_COMMS_ACTOR): the sender of a
+    /// message, the agent of a runtime.
     #[arg(long, global = true, env = "AGENT_COMMS_ACTOR", value_name = "ID")]
     actor: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The commands whose behaviour depends on `--actor`: every other one
+/// ignores it, so their help does not offer it (it is still accepted, as
+/// `agent-comms --actor A <command>` must work everywhere).
+const ACTOR_USERS: &[&[&str]] = &[
+    &["send"],
+    &["message", "cancel"],
+    &["runtime", "interactive-serve"],
+    &["runtime", "acp-serve"],
+    &["runtime", "configure"],
+    &["mcp"],
+    &["mcp", "config"],
+];
+
+/// The command line as parsed: [`Cli`], with the global `--actor` hidden
+/// from the help of the commands that ignore it. Clap has no per-command
+/// opt-out for a global argument, but it propagates one only to commands
+/// that lack an argument of that id: each command gets its own copy
+/// first, hidden where it is ignored (the value still reaches [`Cli`]).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let actor = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "actor")
+        .expect("the global --actor")
+        .clone();
+    let mut path = Vec::new();
+    for sub in cmd.get_subcommands_mut() {
+        own_actor(sub, &actor, &mut path);
+    }
+    cmd
+}
+
+/// `args` (argv, program first) parsed by [`command`].
+pub(super) fn parse(args: &[String]) -> Result<Cli, clap::Error> {
+    command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+}
+
+fn own_actor(cmd: &mut clap::Command, actor: &clap::Arg, path: &mut Vec<String>) {
+    path.push(cmd.get_name().to_owned());
+    let uses = ACTOR_USERS.iter().any(|p| p.iter().eq(path.iter()));
+    *cmd = std::mem::take(cmd).arg(actor.clone().hide(!uses));
+    for sub in cmd.get_subcommands_mut() {
+        own_actor(sub, actor, path);
+    }
+    path.pop();
 }
 
 #[derive(Subcommand)]
@@ -52,7 +110,7 @@ enum Command {
     Adapters(super::adapters::AdaptersCommand),
     /// Runtimes: serve a provider CLI (in this terminal) or an ACP agent
     /// (headless) as an agent's runtime; configure, list, show, deliver,
-    /// cancel.
+    /// cancel, remove.
     #[command(subcommand)]
     Runtime(super::runtime::RuntimeCommand),
     /// Agents headless over the Agent Client Protocol: their transcripts.
@@ -68,7 +126,15 @@ enum Command {
     Message(super::messages::MessageCommand),
     /// Check runtimes, messages and adapters; print findings with the
     /// command that repairs each (changes nothing).
+    #[command(after_help = "Examples:
+  agent-comms doctor
+  agent-comms doctor --json | jq -r '.[] | select(.severity == \"error\") | .repair'
+
+Exit status: 0 no errors (warnings may be printed), 2 at least one error
+finding, 1 the check itself could not run.")]
     Doctor {
+        /// Print the findings as one JSON array: [{"code", "severity",
+        /// "subject", "message", "repair"}].
         #[arg(long)]
         json: bool,
     },
@@ -84,38 +150,62 @@ enum Command {
 #[derive(Subcommand)]
 enum SessionCommand {
     /// Start CMD detached in a new session; returns once it runs.
+    #[command(after_help = "Examples:
+  agent-comms session new work -- bash
+  agent-comms session new py --rows 40 --cols 120 -- python3 -q
+  agent-comms session new build --cwd /tmp --env CI=1 -- bash --norc
+  agent-comms session new demo --record demo.cast -- bash   # replay: asciinema play demo.cast")]
     New {
+        /// The session's name: letters, digits, '.', '_' or '-'.
         name: String,
         #[command(flatten)]
         spawn: SpawnArgs,
-        /// Print the session record as JSON.
+        /// Print the session record as JSON: {"name", "kind", "pid",
+        /// "supervisor_pid", "command", "cwd", "started", "socket"}.
         #[arg(long)]
         json: bool,
     },
     /// Run CMD in a new session in this terminal (raw pass-through), while
     /// other programs can snapshot, send and attach; exits with CMD's status.
+    #[command(after_help = "Examples:
+  agent-comms session run work -- bash
+  agent-comms session run py -- python3 -q")]
     Run {
+        /// The session's name: letters, digits, '.', '_' or '-'.
         name: String,
         #[command(flatten)]
         spawn: SpawnArgs,
     },
     /// List live sessions (every kind: sessions, k cells, runtimes).
+    #[command(after_help = "Examples:
+  agent-comms session ls
+  agent-comms session ls --json | jq -r '.[].name'")]
     Ls {
+        /// One JSON array of the session records, each with "clients",
+        /// "rows" and "cols" added.
         #[arg(long)]
         json: bool,
     },
     /// Take over the session's terminal; the detach key gives it back.
+    #[command(after_help = "Examples:
+  agent-comms session attach work
+  agent-comms session attach work --detach-key C-]")]
     Attach {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
         /// Leave with this key (a name such as C-\, C-], C-q).
-        #[arg(long, default_value = "C-\\")]
+        #[arg(long, default_value = "C-\\", value_name = "KEY")]
         detach_key: String,
         /// Draw no banner (which session, how to detach) on the last row.
         #[arg(long)]
         no_banner: bool,
     },
     /// Follow the session's screen read-only (Ctrl-C or q to stop).
+    #[command(after_help = "Examples:
+  agent-comms session watch work
+  agent-comms session watch work --no-banner")]
     Watch {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
         /// Draw no header line (which session, how to stop) on the last row.
         #[arg(long)]
@@ -128,6 +218,7 @@ enum SessionCommand {
   agent-comms session logs work -n 20     # the last 20 lines
   agent-comms session logs work -f        # and then each new line as it is printed")]
     Logs {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
         /// Only the last N lines.
         #[arg(short = 'n', long = "lines", value_name = "N")]
@@ -138,42 +229,74 @@ enum SessionCommand {
         follow: bool,
     },
     /// Print the current screen as text.
+    #[command(after_help = "Examples:
+  agent-comms session snapshot work
+  agent-comms session snapshot work --json | jq -r '.lines[]'")]
     Snapshot {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
+        /// The screen as JSON: {"rows", "cols", "cursor": [row, col],
+        /// "title", "alternate_screen", "lines": [...]}.
         #[arg(long)]
         json: bool,
     },
     /// Busy or idle, as the session's adapter reads its screen now.
+    #[command(after_help = "Examples:
+  agent-comms session activity work
+  agent-comms session activity work --json | jq -r .activity   # busy, idle or unknown")]
     Activity {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
+        /// The reading as JSON: {"activity", "raw", "adapter", "by",
+        /// "plugin_error", "unknown_for_ms"}.
         #[arg(long)]
         json: bool,
     },
     /// Write TEXT to the session as is (no Enter added).
+    #[command(after_help = "Examples:
+  agent-comms session send work 'echo hello'
+  agent-comms session send work --keys Enter
+  agent-comms session send work --keys C-c")]
     Send {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
         /// Treat each TEXT as a key name (Enter, C-c, Escape, Tab, Up …).
         #[arg(long)]
         keys: bool,
+        /// What to write; several are joined with spaces (with --keys, one
+        /// key each).
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
     /// Type one line into the session with the delivery discipline (wait
     /// for idle and a quiet keyboard, verify echo and submission), as
     /// `runtime deliver` does for runtimes; prints the evidence.
+    #[command(after_help = "Examples:
+  agent-comms session deliver work 'echo hello'
+  agent-comms session deliver work --timeout 10 --json 'echo hello'
+
+Exit status: 0 delivered (echo and submission seen), 1 not delivered (busy
+with --try, timed out, refused text, or an error; the line says which).")]
     Deliver {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
         #[command(flatten)]
         options: super::runtime::DeliverArgs,
+        /// One line of text (no newlines or control characters).
         text: String,
     },
     /// End the session (SIGHUP/SIGTERM, then SIGKILL after the grace period)
     /// and wait until it is gone.
+    #[command(after_help = "Examples:
+  agent-comms session kill work
+  agent-comms session kill work --grace 0.5 --json")]
     Kill {
+        /// The session's name (see `agent-comms session ls`).
         name: String,
         /// Seconds to wait before SIGKILL (0 to 3600).
-        #[arg(long, default_value_t = DEFAULT_KILL_GRACE.as_secs_f64())]
+        #[arg(long, default_value_t = DEFAULT_KILL_GRACE.as_secs_f64(), value_name = "SECONDS")]
         grace: f64,
+        /// How it ended as JSON: {"name", "exit_code", "signal"}.
         #[arg(long)]
         json: bool,
     },
@@ -182,16 +305,16 @@ enum SessionCommand {
 #[derive(Args)]
 struct SpawnArgs {
     /// Working directory (default: the current one).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
     /// Set a variable for CMD (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
     /// Terminal rows while nobody is attached (1 to 1000).
-    #[arg(long, default_value_t = 24)]
+    #[arg(long, default_value_t = 24, value_name = "N")]
     rows: u16,
     /// Terminal columns while nobody is attached (1 to 1000).
-    #[arg(long, default_value_t = 80)]
+    #[arg(long, default_value_t = 80, value_name = "N")]
     cols: u16,
     /// Record the session (output, input, resizes) as asciicast v2 to FILE,
     /// which `asciinema play` replays.
@@ -199,7 +322,7 @@ struct SpawnArgs {
     record: Option<PathBuf>,
     /// The adapter that reads this program's screen (default: the one that
     /// claims the command; see `agent-comms adapters list`).
-    #[arg(long)]
+    #[arg(long, value_name = "ADAPTER")]
     provider: Option<String>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -207,7 +330,34 @@ struct SpawnArgs {
 }
 
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match parse(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let asked = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            let fixed = (!asked)
+                .then(|| super::dashes::missing(&args, takes_program))
+                .flatten();
+            if let Some(fixed) = fixed {
+                eprintln!("agent-comms: put `--` before the program: {fixed}");
+                return 2;
+            }
+            e.exit()
+        }
+    };
+    let fixed = (!ids_agree(&cli))
+        .then(|| super::dashes::missing(&args, takes_program))
+        .flatten();
+    if let Some(fixed) = fixed {
+        eprintln!("agent-comms: put `--` before the program: {fixed}");
+        return 2;
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -215,6 +365,27 @@ pub fn main() -> i32 {
             eprintln!("{}", super::look::error(&line));
             1
         }
+    }
+}
+
+/// Whether `cli` runs a program given after `--` (and names its subject
+/// consistently): what a `--` put in can turn a refused command into.
+fn takes_program(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Session(SessionCommand::New { spawn, .. } | SessionCommand::Run { spawn, .. }) => {
+            !spawn.command.is_empty()
+        }
+        Command::Runtime(cmd) => super::runtime::takes_program(cmd),
+        _ => false,
+    }
+}
+
+/// Whether the ids given to a serve agree; `--id x claude` makes the
+/// program a second id.
+fn ids_agree(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Runtime(cmd) => super::runtime::ids_agree(cmd),
+        _ => true,
     }
 }
 

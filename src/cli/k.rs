@@ -49,6 +49,14 @@ Frame detection (--prompt):
               (5 Enters, 5 identical lines end the frame)
   \"string\"    exact prompt match (e.g. --prompt=\"(gdb)\")
   ./file      hook: k feeds output lines to it; its exit ends the frame
+
+Examples:
+  k new py python3
+  k run py 'print(6 * 7)'
+  k fire py 'import time; time.sleep(0.2)'
+  k poll py
+  k history py
+  k kill py
 ";
 
 pub fn main() -> i32 {

@@ -21,7 +21,10 @@ Usage:
          that already happened counts)
   km --version
 
-Events: fired, done, timeout, interrupted, notify, closed, error (all with \"ts\").";
+Events: fired, done, timeout, interrupted, notify, closed, error (all with \"ts\").
+
+Examples:
+  km py \"$(k fire py 'print(1)' | jq -r .cell_id)\" -1   # the fired cell's completion";
 
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();

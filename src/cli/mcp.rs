@@ -40,6 +40,10 @@ enum McpCommand {
     /// Print the configuration that gives an agent this MCP server: Claude
     /// Code's --mcp-config JSON and `claude mcp add` line, Codex's
     /// [mcp_servers] table, opencode's `mcp` entry.
+    #[command(after_help = "Examples:
+  agent-comms mcp config --for claude
+  agent-comms --actor alice mcp config --for codex --tools readonly
+  agent-comms mcp config --for opencode --json")]
     Config {
         /// The agent to configure: claude, codex or opencode.
         #[arg(long = "for", value_name = "AGENT")]

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_comms_core::control::messages::{self, InvocationView, Nudged};
+use agent_comms_core::control::registration::ACP;
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
 use agent_comms_core::display;
 use agent_comms_core::ids::Id;
@@ -17,9 +18,19 @@ use super::{follow, look};
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  agent-comms --actor alice send --to bob 'the build is green'
+  agent-comms --actor alice send --to bob --body-file review.md
+  agent-comms --actor alice send --to bob --wait 60 'are the tests done?'
+  agent-comms --actor alice send --to bob --json 'ping' | jq -r .id
+
+Exit status: 0 stored (and, with --wait, delivered); 1 not delivered within
+--wait, or not waited for because no runtime of the agent is online (nothing
+can deliver it until one starts; the line says how to start one), or an
+error. A message not delivered stays queued unless the line says otherwise.")]
 pub struct SendArgs {
-    /// The recipient agent (it must have a runtime).
-    #[arg(long)]
+    /// The recipient agent (it must have a runtime record).
+    #[arg(long, value_name = "AGENT")]
     to: String,
     /// Read the message from FILE instead of TEXT.
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
@@ -28,6 +39,8 @@ pub struct SendArgs {
     /// at most this many seconds.
     #[arg(long, value_name = "SECONDS")]
     wait: Option<u64>,
+    /// Print the message as JSON: {"id", "from", "to", "status",
+    /// "created", "delivered", "reason", "attempts"}.
     #[arg(long)]
     json: bool,
     /// The message; it may be long and span lines: only a short
@@ -39,15 +52,20 @@ pub struct SendArgs {
 #[derive(Subcommand)]
 pub enum MessageCommand {
     /// List messages, oldest first.
+    #[command(after_help = "Examples:
+  agent-comms message list
+  agent-comms message list --to bob --status pending
+  agent-comms message list --follow --to bob            # stream changes as they happen (Ctrl-C stops)
+  agent-comms message list --json | jq -r '.[] | select(.status == \"FAILED\") | .id'")]
     List {
-        /// PENDING, DELIVERING, DELIVERED, UNAVAILABLE or FAILED.
-        #[arg(long)]
+        /// Only messages in this state (any case).
+        #[arg(long, value_name = "STATUS", value_parser = ["PENDING", "DELIVERING", "DELIVERED", "UNAVAILABLE", "FAILED"], ignore_case = true)]
         status: Option<String>,
         /// Only messages to this agent.
-        #[arg(long)]
+        #[arg(long, value_name = "AGENT")]
         to: Option<String>,
         /// Only messages from this agent.
-        #[arg(long)]
+        #[arg(long, value_name = "AGENT")]
         from: Option<String>,
         /// Keep running: print each message again whenever its state
         /// changes (stored, DELIVERING, DELIVERED, FAILED …), as it
@@ -55,6 +73,9 @@ pub enum MessageCommand {
         /// change was seen.
         #[arg(long)]
         follow: bool,
+        /// One JSON array of messages: {"id", "from", "to", "status",
+        /// "created", "delivered", "reason", "attempts"} (with --follow,
+        /// one such object a line).
         #[arg(long)]
         json: bool,
     },
@@ -67,6 +88,7 @@ pub enum MessageCommand {
   agent-comms message show inv_3f2a9c1d0b7e --json             # one JSON object per message, a line each
   agent-comms message show inv_3f2a9c1d0b7e --raw > body.txt   # the body exactly as sent")]
     Show {
+        /// The messages' ids (inv_…), one or more.
         #[arg(required = true, num_args = 1.., value_name = "ID")]
         ids: Vec<String>,
         /// One JSON object per message, a line each.
@@ -78,16 +100,27 @@ pub enum MessageCommand {
         raw: bool,
     },
     /// Queue a message for delivery again and nudge its runtime.
+    #[command(after_help = "Examples:
+  agent-comms message redeliver inv_3f2a9c1d0b7e
+  agent-comms message redeliver inv_3f2a9c1d0b7e --json")]
+    #[command(mut_arg("id", |a| a.help("The message's id (inv_…; `--id ID` is accepted too).")))]
     Redeliver {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: super::subject::Subject,
+        /// Print the message as `message list --json` does.
         #[arg(long)]
         json: bool,
     },
     /// Take a waiting message (PENDING, UNAVAILABLE or FAILED) out of its
     /// agent's queue for good: it becomes FAILED, "cancelled by ACTOR".
+    #[command(after_help = "Examples:
+  agent-comms --actor alice message cancel inv_3f2a9c1d0b7e
+  agent-comms message cancel inv_3f2a9c1d0b7e --json")]
+    #[command(mut_arg("id", |a| a.help("The message's id (inv_…; `--id ID` is accepted too).")))]
     Cancel {
-        id: String,
+        #[command(flatten)]
+        id: super::subject::Subject,
+        /// Print the message as `message list --json` does.
         #[arg(long)]
         json: bool,
     },
@@ -142,9 +175,13 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
     if let Some(secs) = waited {
         // The wait ran out or the attempt failed: say what was waited for,
         // where the message stands and what to do.
+        let start = match sent.nudge {
+            Some(_) => None,
+            None => Some(start_command(&store, &inv.to)?),
+        };
         eprintln!(
             "agent-comms: {}",
-            wait_ended(&inv, sent.nudge.as_ref(), secs)
+            wait_ended(&inv, sent.nudge.as_ref(), start.as_deref(), secs)
         );
         return Ok(1);
     }
@@ -177,9 +214,32 @@ fn how_sent(inv: &Invocation, nudge: Option<&(String, Nudged)>) -> String {
     }
 }
 
+/// The command that starts agent `to`'s runtime (the first one of this
+/// host, as the kind it is), for a message nothing online can deliver.
+fn start_command(store: &dyn Store, to: &str) -> anyhow::Result<String> {
+    let host = host_id()?;
+    let runtimes = store.runtimes()?;
+    let mine = runtimes
+        .iter()
+        .filter(|r| r.agent == to)
+        .find(|r| r.host.as_deref().is_none_or(|h| h == host));
+    let (id, acp) = mine.map_or((to, false), |r| (r.id.as_str(), r.kind == ACP));
+    Ok(if acp {
+        format!("agent-comms --actor {to} runtime acp-serve {id} -- <ACP command>")
+    } else {
+        format!("agent-comms --actor {to} runtime interactive-serve {id} -- <provider command>")
+    })
+}
+
 /// Why `send --wait SECS` ends without a delivery, where the message
-/// stands, and the next step.
-fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> String {
+/// stands, and the next step; `start` is how to start a runtime when none
+/// is online.
+fn wait_ended(
+    inv: &Invocation,
+    nudge: Option<&(String, Nudged)>,
+    start: Option<&str>,
+    secs: u64,
+) -> String {
     let id = &inv.id;
     let what = match nudge {
         Some((runtime, Nudged::Woken(Some(_)))) => {
@@ -193,8 +253,9 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
             display::one_line(why)
         ),
         None => format!(
-            "did not wait: agent {} has no runtime online here to deliver {id}",
-            inv.to
+            "did not wait: agent {} has no runtime online here, and nothing can deliver {id} until one starts; start one with: {}",
+            inv.to,
+            start.unwrap_or("agent-comms runtime list")
         ),
     };
     let reason = inv
@@ -211,12 +272,12 @@ fn wait_ended(inv: &Invocation, nudge: Option<&(String, Nudged)>, secs: u64) -> 
         }
         InvocationStatus::Pending => "it stays queued and is tried again".to_owned(),
         InvocationStatus::Failed => {
-            format!("it was given up; to try again: agent-comms message redeliver --id {id}")
+            format!("it was given up; to try again: agent-comms message redeliver {id}")
         }
         _ => "it is not delivered from here".to_owned(),
     };
     format!(
-        "{what}; it is {}{reason}: {next}; follow it with: agent-comms message show {id} (or take it back: agent-comms message cancel {id})",
+        "{what}; it is {}{reason}: {next}; follow it with: agent-comms message show {id}; or take it back: agent-comms message cancel {id}",
         inv.status
     )
 }
@@ -269,7 +330,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         }
         MessageCommand::Show { ids, json, raw } => show(&store, &ids, json, raw)?,
         MessageCommand::Redeliver { id, json } => {
-            let inv = messages::redeliver(&store, &host_id()?, &Id::message(&id)?)?;
+            let inv = messages::redeliver(&store, &host_id()?, &Id::message(id.id()?)?)?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {
@@ -278,7 +339,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             }
         }
         MessageCommand::Cancel { id, json } => {
-            let inv = messages::cancel(&store, &Id::message(&id)?, actor.as_ref())?;
+            let inv = messages::cancel(&store, &Id::message(id.id()?)?, actor.as_ref())?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {

@@ -5,6 +5,7 @@ pub mod agent_comms;
 #[cfg_attr(not(unix), path = "bridge_none.rs")]
 mod bridge;
 mod cells_format;
+mod dashes;
 mod doctor;
 mod follow;
 mod interrupt;
@@ -17,6 +18,7 @@ mod mcp;
 mod messages;
 mod runtime;
 mod store;
+mod subject;
 mod waiting;
 
 /// Every binary starts here: a detached supervisor is one of our binaries

@@ -6,7 +6,7 @@ use std::time::Duration;
 use agent_comms_adapters::conversations;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::readable::{self, ScreenReading};
-use agent_comms_core::control::registration::bind_conversation;
+use agent_comms_core::control::registration::{self, bind_conversation};
 use agent_comms_core::control::registration::{configure, Configure, RuntimeKind, RuntimeView};
 use agent_comms_core::control::serve::{grant_agent_comms, serve, ServeOptions, DEFAULT_HEARTBEAT};
 use agent_comms_core::control::start::TakeoverOptions;
@@ -27,6 +27,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use std::sync::Arc;
 
+use super::subject::Subject;
+
 #[derive(Subcommand)]
 pub enum RuntimeCommand {
     /// Run a provider CLI in this terminal as agent ID's interactive
@@ -35,7 +37,16 @@ pub enum RuntimeCommand {
     /// The terminal is dedicated to it: you use the provider as usual, and
     /// other agents' messages are typed into its prompt only when it is
     /// idle and you are not typing. Everything after `--` is the provider's.
-    #[command(name = "interactive-serve")]
+    #[command(
+        name = "interactive-serve",
+        after_help = "Examples:
+  agent-comms --actor bob runtime interactive-serve bob -- claude
+  agent-comms --actor bob runtime interactive-serve bob --allow-agent-comms -- claude
+  agent-comms --actor bob runtime interactive-serve bob --mcp --provider codex -- codex
+  agent-comms --actor bob runtime interactive-serve bob --takeover-pid 4242 -- claude
+
+Exits with the provider's exit status once it ends (the runtime goes OFFLINE)."
+    )]
     InteractiveServe(ServeArgs),
     /// Run an agent headless over the Agent Client Protocol as agent ID's
     /// runtime: registered, heartbeating, receiving messages as prompts
@@ -48,9 +59,15 @@ pub enum RuntimeCommand {
     AcpServe(super::acp::AcpServeArgs),
     /// End the running turn of an ACP runtime (`session/cancel`) and print
     /// its stop reason.
+    #[command(after_help = "Examples:
+  agent-comms runtime cancel coder
+  agent-comms runtime cancel coder --json
+
+Exit status: 0 the turn ended, 1 no turn was running or the runtime is not.")]
     Cancel {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
+        /// Print {"id", "stop_reason"}.
         #[arg(long)]
         json: bool,
     },
@@ -58,64 +75,115 @@ pub enum RuntimeCommand {
     /// thread): a later serve that asks to continue resumes exactly that
     /// one. Without --conversation, the one the running runtime's provider
     /// is on.
-    #[command(name = "bind-conversation", visible_alias = "bind-session")]
+    #[command(
+        name = "bind-conversation",
+        visible_alias = "bind-session",
+        after_help = "Examples:
+  agent-comms runtime bind-conversation bob   # the one its provider is on now
+  agent-comms runtime bind-conversation bob --conversation 0f6c2a4e-5b1d-4c39-9a57-3b7d2f1e8c90"
+    )]
     BindConversation {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
         /// The conversation's id, as the provider names it.
         #[arg(long, visible_alias = "session", value_name = "ID")]
         conversation: Option<String>,
+        /// Print {"id", "conversation_id", "session_id"} (session_id: the
+        /// same, under its old name).
         #[arg(long)]
         json: bool,
     },
     /// Create or change a runtime record and claim it for this host (the
-    /// repair that interactive-serve and doctor print).
+    /// repair that interactive-serve and doctor print). The acting agent
+    /// becomes the runtime's agent.
+    #[command(after_help = "Examples:
+  agent-comms --actor bob runtime configure bob
+  agent-comms --actor bob runtime configure bob --kind ACP --connector ACP --max-concurrent 1")]
     Configure {
-        #[arg(long)]
-        id: String,
-        #[arg(long)]
+        #[command(flatten)]
+        id: Subject,
+        /// What serves it: INTERACTIVE (interactive-serve) or ACP
+        /// (acp-serve); a serve refuses any other kind (default: kept, or
+        /// INTERACTIVE for a new record).
+        #[arg(long, value_name = "KIND")]
         kind: Option<String>,
-        #[arg(long)]
+        /// How it is reached: INTERACTIVE or ACP, the same as the kind
+        /// (default: kept, or INTERACTIVE for a new record).
+        #[arg(long, value_name = "CONNECTOR")]
         connector: Option<String>,
-        #[arg(long)]
+        /// Deliveries at a time; the serves accept 1 (default: kept, or 1).
+        #[arg(long, value_name = "N")]
         max_concurrent: Option<u32>,
+        /// Print the record as `runtime show --json` does.
         #[arg(long)]
         json: bool,
     },
     /// List runtimes with their effective status (a stale heartbeat reads
     /// OFFLINE).
+    #[command(after_help = "Examples:
+  agent-comms runtime list
+  agent-comms runtime list --json | jq -r '.[] | select(.status == \"ONLINE\") | .id'")]
     List {
+        /// One JSON array of records: {"id", "agent", "kind", "connector",
+        /// "status", "host", "pid", "endpoint", "last_heartbeat", …}.
         #[arg(long)]
         json: bool,
     },
-    /// Show one runtime.
+    /// Show one runtime: its record, and for a live one how its adapter
+    /// reads the screen (or, for ACP, its session and turn).
+    #[command(after_help = "Examples:
+  agent-comms runtime show bob
+  agent-comms runtime show bob --json | jq -r .status   # ONLINE, OFFLINE, DRAINING or REVOKED")]
     Show {
+        #[command(flatten)]
+        id: Subject,
+        /// The record as one JSON object (as in `runtime list --json`),
+        /// with "screen" or "acp" for a live runtime.
         #[arg(long)]
-        id: String,
+        json: bool,
+    },
+    /// Remove a runtime's record (one that is not ONLINE): it leaves
+    /// `runtime list` and `doctor`; its messages stay, addressed to its agent.
+    /// An ONLINE one is refused: stop it first (`session kill ID`).
+    #[command(after_help = "Examples:
+  agent-comms runtime rm bob
+  agent-comms runtime rm bob --json   # the record removed, as runtime show --json")]
+    Rm {
+        #[command(flatten)]
+        id: Subject,
+        /// Print the removed record as `runtime show --json` does.
         #[arg(long)]
         json: bool,
     },
     /// Type TEXT into the runtime's prompt with the delivery discipline:
     /// wait for its turn and for idle, verify the echo, press Enter, verify
     /// the submission; prints the evidence.
+    #[command(after_help = "Examples:
+  agent-comms runtime deliver coder 'please run the tests'
+  agent-comms runtime deliver coder --try 'are you free?'
+  agent-comms runtime deliver coder --timeout 30 --json 'status?'
+
+A text of several lines goes as a message instead: agent-comms send --to AGENT --body-file FILE.
+Exit status: 0 delivered (with evidence), 1 not delivered (offline, busy with --try, timed out,
+refused text, or an error; the line says which).")]
     Deliver {
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Subject,
         #[command(flatten)]
         options: DeliverArgs,
         /// One line of text (no newlines or control characters).
-        text: String,
+        #[arg(required_unless_present = "id_flag")]
+        text: Option<String>,
     },
 }
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// The runtime's id (also the session name in `session ls`).
-    #[arg(long)]
-    id: String,
+    #[command(flatten)]
+    pub(super) id: Subject,
     /// The adapter for the provider (default: the one that claims the
     /// command; see `agent-comms adapters list`).
-    #[arg(long)]
+    #[arg(long, value_name = "ADAPTER")]
     provider: Option<String>,
     /// Let the provider run agent-comms without asking: appends the
     /// adapter's `[permissions]` grant, nothing broader (for claude,
@@ -179,9 +247,10 @@ pub struct DeliverArgs {
     #[arg(long = "try")]
     try_only: bool,
     /// Seconds to wait for the turn and for idle.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000)]
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS / 1000, value_name = "SECONDS")]
     timeout: u64,
-    /// Print the evidence as JSON.
+    /// Print the evidence as JSON: {"echoed", "entered", "submitted"
+    /// (Unix ms), "enter_presses", "style", "stop_reason" (ACP)}.
     #[arg(long)]
     json: bool,
 }
@@ -191,7 +260,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     match cmd {
         RuntimeCommand::InteractiveServe(args) => interactive_serve(args, actor),
         RuntimeCommand::AcpServe(args) => super::acp::serve(args, actor),
-        RuntimeCommand::Cancel { id, json } => super::acp::cancel(&id, json),
+        RuntimeCommand::Cancel { id, json } => super::acp::cancel(id.id()?, json),
         RuntimeCommand::BindConversation {
             id,
             conversation,
@@ -199,7 +268,7 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         } => {
             let conversation = conversation.as_deref().map(conversation_id).transpose()?;
             bind(
-                &runtime_id(&id)?,
+                &runtime_id(id.id()?)?,
                 conversation.as_ref().map(Id::as_str),
                 json,
             )
@@ -211,9 +280,9 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             max_concurrent,
             json,
         } => configure_runtime(
-            &id,
+            id.id()?,
             &Configure {
-                id: &runtime_id(&id)?,
+                id: &runtime_id(id.id()?)?,
                 agent: actor,
                 kind: kind.as_deref(),
                 connector: connector.as_deref(),
@@ -222,10 +291,33 @@ pub fn run(cmd: RuntimeCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             json,
         ),
         RuntimeCommand::List { json } => list(json),
-        RuntimeCommand::Show { id, json } => show(runtime_id(&id)?.as_str(), json),
+        RuntimeCommand::Show { id, json } => show(runtime_id(id.id()?)?.as_str(), json),
+        RuntimeCommand::Rm { id, json } => remove(runtime_id(id.id()?)?.as_str(), json),
         RuntimeCommand::Deliver { id, options, text } => {
+            let (id, text) = id.id_then(text)?;
+            let Some(text) = text else {
+                bail!("give the TEXT to deliver: agent-comms runtime deliver {id} TEXT");
+            };
             deliver(runtime_id(&id)?.as_str(), options, text)
         }
+    }
+}
+
+/// Whether `cmd` serves a program given after `--`, its id given once.
+pub(super) fn takes_program(cmd: &RuntimeCommand) -> bool {
+    match cmd {
+        RuntimeCommand::InteractiveServe(args) => args.id.agrees() && !args.command.is_empty(),
+        RuntimeCommand::AcpServe(args) => args.program_given(),
+        _ => false,
+    }
+}
+
+/// Whether a serve's two forms of id agree.
+pub(super) fn ids_agree(cmd: &RuntimeCommand) -> bool {
+    match cmd {
+        RuntimeCommand::InteractiveServe(args) => args.id.agrees(),
+        RuntimeCommand::AcpServe(args) => args.id.agrees(),
+        _ => true,
     }
 }
 
@@ -264,7 +356,7 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
     if args.heartbeat_ms == 0 {
         bail!("--heartbeat-ms must be above 0");
     }
-    let id = runtime_id(&args.id)?;
+    let id = runtime_id(args.id.id()?)?;
     if let Some(conversation) = &args.conversation {
         conversation_id(conversation)?;
     }
@@ -361,6 +453,19 @@ fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result
     Ok(0)
 }
 
+/// `runtime rm ID`.
+fn remove(id: &str, json: bool) -> anyhow::Result<i32> {
+    let store = open_store()?;
+    let removed = registration::remove(&store, &host_id()?, id, unix_millis())?;
+    if json {
+        let view = RuntimeView::new(&removed, &host_id()?, unix_millis());
+        println!("{}", serde_json::to_string(&view)?);
+    } else {
+        println!("runtime {id} removed (it was {})", removed.status);
+    }
+    Ok(0)
+}
+
 fn list(json: bool) -> anyhow::Result<i32> {
     let store = open_store()?;
     let host = host_id()?;
@@ -375,7 +480,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if views.is_empty() {
-        println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve --id ID -- <provider command>");
+        println!("no runtimes; start one with: agent-comms --actor ID runtime interactive-serve ID -- <provider command>");
         return Ok(0);
     }
     println!(

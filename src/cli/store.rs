@@ -9,7 +9,13 @@ pub enum StoreCommand {
     /// Check the project's state database (changes nothing): that it is
     /// yours alone, its marker and schema, and SQLite's integrity check;
     /// prints ok, or each problem and how to start over.
+    #[command(after_help = "Examples:
+  agent-comms store check
+  agent-comms store check --json | jq .ok
+
+Exit status: 0 sound (or no store yet), 2 problems found, 1 the check could not run.")]
     Check {
+        /// Print {"path", "exists", "ok", "schema", "problems", "repair"}.
         #[arg(long)]
         json: bool,
     },

@@ -28,7 +28,8 @@ pub struct Served {
 
 impl Served {
     /// `runtime acp-serve --id ID --json EXTRA… -- acp_agent.py` with
-    /// `FAKE_ACP_MODE=mode` and `vars`; the command's run, whatever it did.
+    /// `FAKE_ACP_MODE=mode` and `vars`, as agent ID unless EXTRA has
+    /// `--actor A`; the command's run, whatever it did.
     pub fn try_start(
         env: &TestEnv,
         id: &str,
@@ -36,8 +37,20 @@ impl Served {
         vars: &[(&str, &str)],
         extra: &[&str],
     ) -> Run {
-        let mut args = vec!["--actor", id, "runtime", "acp-serve", "--id", id, "--json"];
-        args.extend_from_slice(extra);
+        let (actor, extra) = match extra.iter().position(|a| *a == "--actor") {
+            Some(i) => (extra[i + 1], [&extra[..i], &extra[i + 2..]].concat()),
+            None => (id, extra.to_vec()),
+        };
+        let mut args = vec![
+            "--actor",
+            actor,
+            "runtime",
+            "acp-serve",
+            "--id",
+            id,
+            "--json",
+        ];
+        args.extend_from_slice(&extra);
         args.push("--");
         let agent = fake_agent();
         args.push(&agent);

@@ -125,6 +125,20 @@ fn kind_or_interactive(r: &RuntimeRecord) -> RuntimeKind {
     }
 }
 
+/// The command that serves runtime `r` again, as the kind it was.
+fn serve_command(r: &RuntimeRecord) -> String {
+    match kind_or_interactive(r) {
+        RuntimeKind::Acp => format!(
+            "agent-comms --actor {} runtime acp-serve {} -- <ACP command>",
+            r.agent, r.id
+        ),
+        RuntimeKind::Interactive => format!(
+            "agent-comms --actor {} runtime interactive-serve {} -- <provider command>",
+            r.agent, r.id
+        ),
+    }
+}
+
 /// `FOREIGN_HOST`: a runtime another host serves; nothing else about it
 /// can be checked from here.
 fn foreign_host(r: &RuntimeRecord, host: &str) -> Option<Finding> {
@@ -168,8 +182,9 @@ fn liveness(r: &RuntimeRecord, now: u64) -> Option<Finding> {
                 r.endpoint.as_deref().unwrap_or("(none)")
             ),
             repair: Some(format!(
-                "agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
-                r.agent, r.id
+                "serve it again: {}; or forget the record: agent-comms runtime rm {}",
+                serve_command(r),
+                r.id
             )),
         });
     };
@@ -208,8 +223,8 @@ fn foreign_endpoint(r: &RuntimeRecord, foreign: &ForeignEndpoint) -> Finding {
             foreign.me
         ),
         repair: Some(format!(
-            "check who may write the store (agent-comms store check), then serve the runtime again, which records its own endpoint: agent-comms --actor {} runtime interactive-serve --id {} -- <provider command>",
-            r.agent, r.id
+            "check who may write the store (agent-comms store check), then serve the runtime again, which records its own endpoint: {}",
+            serve_command(r)
         )),
     }
 }
@@ -301,7 +316,7 @@ fn stale_attempts(store: &dyn Store, now: u64) -> Result<Vec<Finding>, ControlEr
                 a.runtime,
                 iso_from_unix_millis(a.lease_until)
             ),
-            repair: Some(format!("agent-comms message redeliver --id {}", a.invocation)),
+            repair: Some(format!("agent-comms message redeliver {}", a.invocation)),
         })
         .collect())
 }
@@ -415,24 +430,10 @@ fn invalid_profiles(problems: &[ProfileError]) -> Vec<Finding> {
             message: problem.to_string(),
             repair: Some(format!(
                 "fix or remove it, then run: agent-comms adapters check {}",
-                shell_word(&problem.file)
+                crate::display::shell_word(&problem.file)
             )),
         })
         .collect()
-}
-
-/// `word` as one shell word: quoted when it holds anything but the
-/// characters of plain paths.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
 }
 
 /// Agent adapters whose CLI is installed at a version outside the one(s)
@@ -521,7 +522,7 @@ fn acp_findings_on(
                     acp.command.join(" ")
                 ),
                 repair: Some(format!(
-                    "install the agent{version} so that `{program}` is on PATH, or give the runtime its command: agent-comms runtime acp-serve --id {first} -- <ACP command>"
+                    "install the agent{version} so that `{program}` is on PATH, or give the runtime its command: agent-comms runtime acp-serve {first} -- <ACP command>"
                 )),
             });
             continue;
@@ -689,7 +690,7 @@ mod tests {
         );
         assert_eq!(
             f.repair.as_deref(),
-            Some("install the agent (checked: >=1.0, <1.1) so that `tool-acp` is on PATH, or give the runtime its command: agent-comms runtime acp-serve --id bob -- <ACP command>")
+            Some("install the agent (checked: >=1.0, <1.1) so that `tool-acp` is on PATH, or give the runtime its command: agent-comms runtime acp-serve bob -- <ACP command>")
         );
 
         let on_path = path_with_tool_acp();

@@ -59,9 +59,11 @@ pub enum ControlError {
     AlreadyServed { id: String, pid: u32 },
     #[error("no actor to {what}; pass --actor ID or set AGENT_COMMS_ACTOR")]
     NoActor { what: String },
+    #[error("runtime {id} is ONLINE, so its record stays; stop it first with: {stop}")]
+    StillOnline { id: String, stop: String },
     #[error("no runtime '{0}'; see them with: agent-comms runtime list")]
     UnknownRuntime(String),
-    #[error("no agent '{0}' has a runtime, so nothing could deliver to it; start one with: agent-comms --actor {0} runtime interactive-serve --id {0} -- <provider command>")]
+    #[error("no agent '{0}' has a runtime, so nothing could deliver to it; start one with: agent-comms --actor {0} runtime interactive-serve {0} -- <provider command>")]
     UnknownAgent(String),
     #[error("no message '{0}'; see them with: agent-comms message list")]
     UnknownInvocation(String),
@@ -77,7 +79,7 @@ pub enum ControlError {
     NoLocalRuntime(String),
     #[error("runtime {id} is on another host ({host}); its terminal can only be reached there")]
     ForeignHost { id: String, host: String },
-    #[error("runtime {0} is offline; start it with: agent-comms runtime interactive-serve --id {0} -- <provider command>")]
+    #[error("runtime {0} is offline; start it with: agent-comms runtime interactive-serve {0} -- <provider command>")]
     Offline(String),
     #[error("{0}")]
     Body(String),

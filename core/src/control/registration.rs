@@ -50,8 +50,41 @@ pub const STALE_AFTER_BEATS: u64 = 3;
 pub fn repair_command(agent: &str, id: &str, kind: RuntimeKind) -> String {
     let kind = kind.as_str();
     format!(
-        "agent-comms --actor {agent} runtime configure --id {id} --kind {kind} --connector {kind} --max-concurrent 1"
+        "agent-comms --actor {agent} runtime configure {id} --kind {kind} --connector {kind} --max-concurrent 1"
     )
+}
+
+/// Removes runtime `id`'s record, which must not be ONLINE: a served
+/// runtime would only be written back by its next heartbeat, and its
+/// messages would lose their runtime. What stops it: ending its session
+/// (the provider's PTY or the ACP supervisor), on the host that serves it.
+pub fn remove(
+    store: &dyn Store,
+    host: &str,
+    id: &str,
+    now: u64,
+) -> Result<RuntimeRecord, ControlError> {
+    loop {
+        let r = store
+            .runtime(id)?
+            .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;
+        if effective_status(&r, now).0 == RuntimeStatus::Online {
+            let kill = format!("agent-comms session kill {id}");
+            let stop = match r.host.as_deref() {
+                Some(other) if other != host => format!("{kill} (on host {other})"),
+                _ => kill,
+            };
+            return Err(ControlError::StillOnline {
+                id: id.to_owned(),
+                stop,
+            });
+        }
+        // Changed between the read and the delete (a serve started, or a
+        // supervisor went offline): judged again as it is now.
+        if store.remove_runtime(&r)? {
+            return Ok(r);
+        }
+    }
 }
 
 /// The status a reader should believe: ONLINE only while heartbeats are

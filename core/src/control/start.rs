@@ -100,7 +100,7 @@ pub fn plan_start(req: &StartRequest<'_>) -> Result<StartPlan, ControlError> {
         let env = ProviderEnv::current();
         let takeover_command = |pid: u32| {
             format!(
-                "agent-comms --actor {} runtime interactive-serve --id {} --takeover-pid {pid} -- {}",
+                "agent-comms --actor {} runtime interactive-serve {} --takeover-pid {pid} -- {}",
                 req.runtime.agent,
                 req.runtime.id,
                 req.argv.join(" ")

@@ -22,7 +22,7 @@ pub enum InvalidText {
     PromptTooLong(usize),
     #[error("the text is not valid UTF-8 (at byte {0}); send UTF-8 text")]
     NotUtf8(usize),
-    #[error("the text holds a line break at character {0}; deliver one line (send the rest with --body-file)")]
+    #[error("the text holds a line break at character {0}; deliver one line; a longer text goes as a message, of which only a one-line notice is typed: agent-comms send --to AGENT --body-file FILE")]
     LineBreak(usize),
     #[error("the text holds the control character {code} at character {at}; remove it (escape sequences and control keys are never delivered)")]
     Control { code: String, at: usize },

@@ -313,6 +313,11 @@ pub trait Store: Send {
     fn runtimes(&self) -> Result<Vec<RuntimeRecord>, StoreError>;
     /// Upserts the whole row; inserts the agent (`created = r.updated`) if missing.
     fn save_runtime(&self, r: &RuntimeRecord) -> Result<(), StoreError>;
+    /// Deletes runtime `seen.id` only while its status, endpoint and last
+    /// heartbeat are still those of `seen` (a serve that started since
+    /// keeps its record); false when nothing was deleted. Its past
+    /// attempts keep naming it: they are history.
+    fn remove_runtime(&self, seen: &RuntimeRecord) -> Result<bool, StoreError>;
     /// Only while `endpoint_id` is still the runtime's: sets last_heartbeat = now and extends
     /// the lease of every IN_PROGRESS attempt of that endpoint to `lease_until` (never
     /// shortens one). Returns false when another start has replaced the endpoint (the

@@ -475,6 +475,15 @@ impl Store for SqliteStore {
         Ok(changed > 0)
     }
 
+    fn remove_runtime(&self, seen: &RuntimeRecord) -> Result<bool, StoreError> {
+        let removed = self.conn.execute(
+            "DELETE FROM runtimes WHERE id = ?1 AND status = ?2 \
+               AND endpoint_id IS ?3 AND last_heartbeat IS ?4",
+            params![seen.id, seen.status, seen.endpoint_id, seen.last_heartbeat],
+        )?;
+        Ok(removed > 0)
+    }
+
     fn set_offline(
         &self,
         runtime: &str,
@@ -908,6 +917,21 @@ mod tests {
         let ids: Vec<_> = s.runtimes().unwrap().into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["rt-a", "rt-b"]);
         assert_eq!(s.runtime("rt-zzz").unwrap(), None);
+    }
+
+    #[test]
+    fn remove_runtime_deletes_only_the_record_it_was_shown() {
+        let (_d, s) = store();
+        s.save_runtime(&runtime("rt", "bob", "ep1")).unwrap();
+        let seen = s.runtime("rt").unwrap().unwrap();
+        // A heartbeat since: the record read is not the record any more.
+        assert!(s.heartbeat("rt", "ep1", 5_000, 9_000).unwrap());
+        assert!(!s.remove_runtime(&seen).unwrap());
+        assert!(s.runtime("rt").unwrap().is_some());
+        let seen = s.runtime("rt").unwrap().unwrap();
+        assert!(s.remove_runtime(&seen).unwrap());
+        assert_eq!(s.runtime("rt").unwrap(), None);
+        assert!(!s.remove_runtime(&seen).unwrap());
     }
 
     #[test]
