@@ -5,11 +5,14 @@ pub mod agent_comms;
 #[cfg_attr(not(unix), path = "bridge_none.rs")]
 mod bridge;
 mod cells_format;
+mod cells_grammar;
+pub mod completions;
 mod doctor;
 mod interrupt;
 pub mod k;
 pub mod km;
 mod launch;
+mod man;
 mod mcp;
 mod messages;
 mod runtime;
