@@ -79,6 +79,14 @@ enum Command {
     /// output (cells, sessions, messages, ACP runtimes); `mcp config`
     /// prints the snippet that configures an agent to start it.
     Mcp(super::mcp::McpArgs),
+    /// Every session and runtime, and the latest messages, live in one
+    /// screen: busy or idle, who is attached or typing, messages waiting and
+    /// delivered, heartbeats.
+    #[command(
+        after_help = "Keys: Enter/a attach · m show a message · r redeliver · / filter · Tab switch lists · q quit\n\n\
+        Example:\n  agent-comms top"
+    )]
+    Top,
     /// Print the shell script that completes agent-comms, k and km
     /// (commands, flags, and live session, runtime and agent names).
     #[command(
@@ -274,6 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Doctor { json } => super::doctor::run(json),
         Command::Store(cmd) => super::store::run(cmd),
         Command::Mcp(args) => super::mcp::run(args, actor),
+        Command::Top => super::top::run(),
         Command::Completions { shell } => super::completions::run(shell),
         Command::Man { page, out_dir } => super::man::run(page, out_dir),
     }

@@ -17,6 +17,7 @@ mod mcp;
 mod messages;
 mod runtime;
 mod store;
+mod top;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.

@@ -85,7 +85,8 @@ fn request_limit(request: &Request) -> usize {
         | Request::Nudge { .. }
         | Request::AcpStatus
         | Request::Cancel
-        | Request::Follow => SMALL_REQUEST,
+        | Request::Follow
+        | Request::Status => SMALL_REQUEST,
     }
 }
 

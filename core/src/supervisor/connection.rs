@@ -90,6 +90,9 @@ impl Connection {
                 Request::Subscribe { history, lines } => {
                     return self.subscribe(id, history, lines).await
                 }
+                Request::Status => {
+                    return super::status::stream(&mut self.framed, id, &self.shared).await
+                }
                 Request::Nudge {
                     wait_for,
                     timeout_ms,
@@ -243,6 +246,7 @@ impl Connection {
             Request::Attach { .. }
             | Request::Kill { .. }
             | Request::Subscribe { .. }
+            | Request::Status
             | Request::Deliver { .. }
             | Request::Nudge { .. } => {
                 unreachable!("handled by the caller")
