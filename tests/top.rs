@@ -1,7 +1,9 @@
 //! `agent-comms top` in a 80×24 terminal, read as rendered: a runtime
 //! (the fake Claude Code, served in a terminal of its own) shown busy,
-//! then idle; a message sent while it is busy shown PENDING, then
-//! DELIVERED; `q` leaving the terminal as it found it.
+//! then idle, then typed into; a message sent while it is busy shown
+//! PENDING, then DELIVERED, then in full with `m`; `/` filtering; Enter
+//! attaching and the detach key coming back; `q` leaving the terminal as
+//! it found it. An ACP runtime shown busy while a turn runs.
 //!
 //! Every wait is for the screen to show something, with a deadline.
 
@@ -40,6 +42,17 @@ fn wait_row(top: &Term, name: &str, words: &[&str]) {
     );
 }
 
+/// Waits until the whole screen, as one text, satisfies `cond`.
+#[track_caller]
+fn wait_shown(top: &Term, what: &str, cond: impl Fn(&str) -> bool) {
+    let shown = top.wait_screen(TIMEOUT, |lines| cond(&lines.join("\n")));
+    assert!(
+        shown,
+        "top never showed {what}; it shows:\n{}",
+        top.screen()
+    );
+}
+
 #[test]
 fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
     let env = TestEnv::new();
@@ -54,7 +67,7 @@ fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
         &claude,
         &[],
     );
-    let _served = env.term_with(
+    let served = env.term_with(
         &argv,
         &[("FAKE_LOG", &log_s), ("FAKE_BUSY_MS", "1500")],
         true,
@@ -109,6 +122,43 @@ fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
         "no delivery latency in {row:?}"
     );
 
+    // Keys typed in the terminal bob is served in: a person typing.
+    served.write(b"x");
+    wait_row(&top, "bob", &["typing"]);
+    wait_row(&top, "bob", &["attached"]);
+
+    // Tab to the messages, m: the message in full; Esc closes it.
+    top.write(b"\tm");
+    wait_shown(&top, "the message's body", |screen| {
+        screen.contains("alice → bob") && screen.contains("hello from alice")
+    });
+    top.write(b"\x1b");
+    wait_shown(&top, "the message closed", |screen| {
+        !screen.contains("alice → bob")
+    });
+
+    // / filters the rows; Esc in the filter clears it.
+    top.write(b"/nobody\r");
+    wait_shown(&top, "bob filtered out", |screen| {
+        screen.contains("filter: nobody") && !screen.contains("claude-code")
+    });
+    top.write(b"/\x1b");
+    wait_row(&top, "bob", &["idle"]);
+
+    // Back to the sessions, Enter: attached to bob in this terminal; the
+    // detach key comes back to the board.
+    let mark = top.mark();
+    top.write(b"\t\r");
+    top.wait_for_after(mark, "[attached to bob");
+    // The fake's screen, redrawn once the terminal is raw: the detach key
+    // now reaches attach rather than the line discipline.
+    top.wait_for_after(mark, "for shortcuts");
+    top.write(b"\x1c");
+    wait_shown(&top, "the board again", |screen| {
+        screen.contains("back from bob")
+    });
+    wait_row(&top, "bob", &["idle"]);
+
     // q: the program ends, the alternate screen is left and the cursor
     // shown again.
     let mark = top.mark();
@@ -132,4 +182,30 @@ fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
         after.contains("\x1b[?1049l"),
         "no leave-alternate-screen after q: {after:?}"
     );
+}
+
+#[test]
+fn top_shows_an_acp_runtime_busy_while_a_turn_runs() {
+    let env = TestEnv::new();
+    let served = support::acp::Served::start(&env, "ada", "normal", &[], &[]);
+    let mut top = env.term(&["top"]);
+    wait_row(&top, &served.id, &["acp", "idle"]);
+    // A turn of ten chunks 300 ms apart, prompted in the background (the
+    // command returns when the turn ended).
+    let mut prompt = env
+        .command(&[
+            "runtime",
+            "deliver",
+            "--id",
+            "ada",
+            "CHUNKS=10 CHUNK_MS=300 work",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_row(&top, "ada", &["busy"]);
+    wait_row(&top, "ada", &["idle"]);
+    assert!(prompt.wait().unwrap().success(), "the prompt failed");
+    top.write(b"q");
+    assert!(top.wait_exit().success());
 }

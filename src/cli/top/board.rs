@@ -24,12 +24,38 @@ pub struct Row {
     pub person: String,
     pub pending: usize,
     pub in_flight: usize,
-    /// The last message delivered to its agent and how long it took.
-    pub last: Option<(String, u64)>,
+    /// How long the last message delivered to its agent took, from sent
+    /// to delivered (ms).
+    pub last_latency: Option<u64>,
     /// Milliseconds since its runtime's last heartbeat.
     pub heartbeat_age: Option<u64>,
     /// Live: it can be attached to.
     pub live: bool,
+}
+
+impl Row {
+    /// A row with no messages or heartbeat yet.
+    fn new(
+        name: String,
+        kind: &str,
+        provider: Option<String>,
+        state: &str,
+        person: &str,
+        live: bool,
+    ) -> Self {
+        Self {
+            name,
+            kind: kind.to_owned(),
+            provider: provider.unwrap_or_else(|| "-".into()),
+            state: state.to_owned(),
+            person: person.to_owned(),
+            pending: 0,
+            in_flight: 0,
+            last_latency: None,
+            heartbeat_age: None,
+            live,
+        }
+    }
 }
 
 /// Which list the keys act on.
@@ -100,10 +126,10 @@ impl Board {
                 let name = record.name.to_string();
                 let status = self.statuses.get(&name);
                 let state = match (self.acp_busy.get(&name), status) {
-                    (Some(true), _) => "busy".to_owned(),
-                    (Some(false), _) => "idle".to_owned(),
-                    (None, Some(s)) => s.activity.map_or("-", Activity::as_str).to_owned(),
-                    (None, None) => "?".to_owned(),
+                    (Some(true), _) => "busy",
+                    (Some(false), _) => "idle",
+                    (None, Some(s)) => s.activity.map_or("-", Activity::as_str),
+                    (None, None) => "?",
                 };
                 let person = match status {
                     Some(s) if s.typing => "typing",
@@ -114,35 +140,24 @@ impl Board {
                 let rt = runtime(&name);
                 let provider = status
                     .and_then(|s| s.adapter.clone())
-                    .or_else(|| rt.and_then(|r| r.provider.clone()))
-                    .unwrap_or_else(|| "-".into());
-                self.row(
-                    name,
-                    record.kind.as_str(),
-                    provider,
-                    state,
-                    person,
-                    rt,
-                    now,
-                    true,
-                )
+                    .or_else(|| rt.and_then(|r| r.provider.clone()));
+                let row = Row::new(name, record.kind.as_str(), provider, state, person, true);
+                self.with_messages(row, rt, now)
             })
             .collect();
         for r in &self.stored.runtimes {
             if !self.sessions.contains_key(&r.id) {
                 let (status, _) = effective_status(r, now);
-                let provider = r.provider.clone().unwrap_or_else(|| "-".into());
                 let state = status.as_str().to_lowercase();
-                rows.push(self.row(
+                let row = Row::new(
                     r.id.clone(),
                     "runtime",
-                    provider,
-                    state,
+                    r.provider.clone(),
+                    &state,
                     "",
-                    Some(r),
-                    now,
                     false,
-                ));
+                );
+                rows.push(self.with_messages(row, Some(r), now));
             }
         }
         rows.retain(|r| {
@@ -151,38 +166,23 @@ impl Board {
         rows
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn row(
-        &self,
-        name: String,
-        kind: &str,
-        provider: String,
-        state: String,
-        person: &str,
-        runtime: Option<&RuntimeRecord>,
-        now: u64,
-        live: bool,
-    ) -> Row {
-        let agent = runtime.map_or(name.as_str(), |r| r.agent.as_str());
+    /// `row` with its agent's messages and its runtime's heartbeat.
+    fn with_messages(&self, row: Row, runtime: Option<&RuntimeRecord>, now: u64) -> Row {
+        let agent = runtime.map_or(row.name.as_str(), |r| r.agent.as_str());
         let to_agent = || self.stored.messages.iter().filter(|m| m.to == agent);
         let count = |status| to_agent().filter(|m| m.status == status).count();
-        let last = to_agent()
-            .filter_map(|m| Some((m, m.delivered?)))
+        let last_latency = to_agent()
+            .filter_map(|m| Some((m.created, m.delivered?)))
             .max_by_key(|(_, at)| *at)
-            .map(|(m, at)| (m.id.clone(), at.saturating_sub(m.created)));
+            .map(|(sent, at)| at.saturating_sub(sent));
         Row {
-            kind: kind.to_owned(),
-            provider,
-            state,
-            person: person.to_owned(),
             pending: count(InvocationStatus::Pending),
             in_flight: count(InvocationStatus::Delivering),
-            last,
+            last_latency,
             heartbeat_age: runtime
                 .and_then(|r| r.last_heartbeat)
                 .map(|t| now.saturating_sub(t)),
-            live,
-            name,
+            ..row
         }
     }
 

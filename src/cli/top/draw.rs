@@ -45,7 +45,7 @@ pub fn board(frame: &mut Frame, board: &Board, now: u64, footer: Footer<'_>) {
         .bold(),
         head,
     );
-    sessions(frame, top, &rows, board, now);
+    sessions(frame, top, &rows, board);
     message_list(frame, bottom, &messages, board, now);
     let foot_text = match footer {
         Footer::Keys => {
@@ -67,8 +67,7 @@ fn block(title: &str, focused: bool) -> Block<'_> {
     }
 }
 
-fn sessions(frame: &mut Frame, area: Rect, rows: &[Row], board: &Board, now: u64) {
-    let _ = now;
+fn sessions(frame: &mut Frame, area: Rect, rows: &[Row], board: &Board) {
     let lines = rows.iter().map(|r| {
         TableRow::new(vec![
             r.name.clone(),
@@ -78,7 +77,7 @@ fn sessions(frame: &mut Frame, area: Rect, rows: &[Row], board: &Board, now: u64
             r.person.clone(),
             r.pending.to_string(),
             r.in_flight.to_string(),
-            r.last.as_ref().map_or("-".into(), |(_, ms)| duration(*ms)),
+            r.last_latency.map_or("-".into(), duration),
             r.heartbeat_age.map_or("-".into(), duration),
         ])
     });
