@@ -190,3 +190,38 @@ fn install_script_installs_completions_and_every_page() {
         bashrc
     );
 }
+
+/// The line registering a binary (its name, and that name as an
+/// identifier) in one shell's script.
+type Registration = fn(&str, &str) -> String;
+
+#[test]
+fn every_shell_gets_a_registration_for_all_three_binaries() {
+    let env = TestEnv::new();
+    let dir = Path::new(BIN).parent().unwrap().display().to_string();
+    let registrations: [(&str, Registration); 4] = [
+        ("bash", |bin, f| format!("-F _clap_complete_{f} {bin}\n")),
+        ("zsh", |bin, f| {
+            format!("compdef _clap_dynamic_completer_{f} {bin}\n")
+        }),
+        ("fish", |bin, _| {
+            format!("complete --keep-order --exclusive --command {bin} ")
+        }),
+        ("powershell", |bin, _| {
+            format!("Register-ArgumentCompleter -Native -CommandName {bin} ")
+        }),
+    ];
+    for (shell, registration) in registrations {
+        let script = env.run_ok(&["completions", shell]).stdout;
+        for bin in ["agent-comms", "k", "km"] {
+            let line = registration(bin, &bin.replace('-', "_"));
+            assert!(script.contains(&line), "{shell}: no {line:?} in:\n{script}");
+            // It calls back the binary beside the one that printed it.
+            let callback = format!("{dir}/{bin}");
+            assert!(
+                script.contains(&callback),
+                "{shell}: {bin} is not called back as {callback}"
+            );
+        }
+    }
+}

@@ -185,3 +185,26 @@ pub fn duration(ms: u64) -> String {
         _ => format!("{}d", ms / 86_400_000),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+
+    #[test]
+    fn durations_fit_their_column() {
+        let cases = [
+            (0, "0ms"),
+            (999, "999ms"),
+            (1_000, "1.0s"),
+            (4_250, "4.2s"),
+            (59_999, "60.0s"),
+            (60_000, "1m"),
+            (7_200_000, "2h"),
+            (90_000_000_000, "1041d"),
+        ];
+        for (ms, text) in cases {
+            assert_eq!(duration(ms), text, "{ms} ms");
+            assert!(text.len() <= 5, "{text} is wider than the BEAT column");
+        }
+    }
+}
