@@ -1,9 +1,10 @@
 //! `agent-comms top` in a 80×24 terminal, read as rendered: a runtime
 //! (the fake Claude Code, served in a terminal of its own) shown busy,
 //! then idle, then typed into; a message sent while it is busy shown
-//! PENDING, then DELIVERED, then in full with `m`; `/` filtering; Enter
-//! attaching and the detach key coming back; `q` leaving the terminal as
-//! it found it. An ACP runtime shown busy while a turn runs.
+//! PENDING, then DELIVERED, then in full with `m`, then redelivered with
+//! `r`; `/` filtering; Enter attaching and the detach key coming back; `q`
+//! leaving the terminal as it found it. An ACP runtime shown busy while a
+//! turn runs.
 //!
 //! Every wait is for the screen to show something, with a deadline.
 
@@ -122,11 +123,6 @@ fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
         "no delivery latency in {row:?}"
     );
 
-    // Keys typed in the terminal bob is served in: a person typing.
-    served.write(b"x");
-    wait_row(&top, "bob", &["typing"]);
-    wait_row(&top, "bob", &["attached"]);
-
     // Tab to the messages, m: the message in full; Esc closes it.
     top.write(b"\tm");
     wait_shown(&top, "the message's body", |screen| {
@@ -136,6 +132,23 @@ fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
     wait_shown(&top, "the message closed", |screen| {
         !screen.contains("alice → bob")
     });
+
+    // r: redelivered, as `message redeliver` says; it goes in a second time.
+    top.write(b"r");
+    wait_shown(&top, "the redeliver's answer", |screen| {
+        screen.contains(&format!("{id} queued for delivery to bob again"))
+    });
+    wait_until("the message typed in a second time", || {
+        let submits = fake_events(&log, "submit");
+        let of_it = |e: &&Value| e["text"].as_str().is_some_and(|t| t.contains(id.as_str()));
+        submits.iter().filter(of_it).count() == 2
+    });
+    wait_row(&top, &id, &["alice", "bob", "DELIVERED"]);
+
+    // Keys typed in the terminal bob is served in: a person typing.
+    served.write(b"x");
+    wait_row(&top, "bob", &["typing"]);
+    wait_row(&top, "bob", &["attached"]);
 
     // / filters the rows; Esc in the filter clears it.
     top.write(b"/nobody\r");
