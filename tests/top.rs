@@ -54,6 +54,26 @@ fn wait_shown(top: &Term, what: &str, cond: impl Fn(&str) -> bool) {
     );
 }
 
+/// The terminal as `top` found it: out of the alternate screen, with the
+/// cursor shown, and the alternate screen left after byte `mark`.
+#[track_caller]
+fn assert_restored(top: &Term, mark: usize) {
+    let output = top.output_bytes();
+    let (rows, cols) = (NonZeroU16::new(24).unwrap(), NonZeroU16::new(80).unwrap());
+    let mut parser = vt100::Parser::new(rows, cols, 0);
+    parser.process(&output);
+    assert!(
+        !parser.screen().alternate_screen(),
+        "top left the alternate screen on"
+    );
+    assert!(!parser.screen().hide_cursor(), "top left the cursor hidden");
+    let after = String::from_utf8_lossy(&output[mark..]);
+    assert!(
+        after.contains("\x1b[?1049l"),
+        "no leave-alternate-screen at the end: {after:?}"
+    );
+}
+
 #[test]
 fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
     let env = TestEnv::new();
@@ -178,23 +198,7 @@ fn top_shows_a_runtime_turn_and_a_message_live_and_q_restores_the_terminal() {
     top.write(b"q");
     let status = top.wait_exit();
     assert!(status.success(), "top exited with {status:?}");
-    let output = top.output_bytes();
-    let mut parser = vt100::Parser::new(
-        NonZeroU16::new(24).unwrap(),
-        NonZeroU16::new(80).unwrap(),
-        0,
-    );
-    parser.process(&output);
-    assert!(
-        !parser.screen().alternate_screen(),
-        "top left the alternate screen on"
-    );
-    assert!(!parser.screen().hide_cursor(), "top left the cursor hidden");
-    let after = String::from_utf8_lossy(&output[mark..]);
-    assert!(
-        after.contains("\x1b[?1049l"),
-        "no leave-alternate-screen after q: {after:?}"
-    );
+    assert_restored(&top, mark);
 }
 
 #[test]
@@ -219,6 +223,9 @@ fn top_shows_an_acp_runtime_busy_while_a_turn_runs() {
     wait_row(&top, "ada", &["busy"]);
     wait_row(&top, "ada", &["idle"]);
     assert!(prompt.wait().unwrap().success(), "the prompt failed");
-    top.write(b"q");
+    // SIGTERM ends it as q does, the terminal put back.
+    let mark = top.mark();
+    support::procs::signal(top.pid(), libc::SIGTERM);
     assert!(top.wait_exit().success());
+    assert_restored(&top, mark);
 }

@@ -7,8 +7,9 @@
 //! (`session attach`, `message redeliver`), run as child processes of this
 //! binary, so that what they do and say is theirs.
 //!
-//! The terminal is given back as found on every way out, a panic
-//! included: the alternate screen left, raw mode off, the cursor shown.
+//! The terminal is given back as found on every way out, a panic, SIGTERM
+//! and SIGHUP included: the alternate screen left, raw mode off, the
+//! cursor shown.
 
 mod board;
 mod draw;
@@ -17,6 +18,7 @@ mod feed;
 use std::collections::HashSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -52,13 +54,14 @@ enum Mode {
 }
 
 pub fn run() -> anyhow::Result<i32> {
+    let ended = agent_comms_core::os::flag_termination();
     let mut terminal = enter()?;
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         leave();
         previous(info);
     }));
-    let result = Top::default().run(&mut terminal);
+    let result = Top::default().run(&mut terminal, ended);
     leave();
     result.map(|()| 0)
 }
@@ -92,13 +95,14 @@ struct Top {
 }
 
 impl Top {
-    fn run(&mut self, terminal: &mut Term) -> anyhow::Result<()> {
+    /// Until `q`, or until `ended` is raised (a signal to end).
+    fn run(&mut self, terminal: &mut Term, ended: &AtomicBool) -> anyhow::Result<()> {
         let (tx, rx) = mpsc::channel();
         let mut watched = HashSet::new();
         let mut mode = Mode::Board;
         let (mut next_discover, mut next_store, mut next_ages) =
             (Instant::now(), Instant::now(), Instant::now());
-        loop {
+        while !ended.load(Ordering::SeqCst) {
             let now = Instant::now();
             let mut dirty = false;
             if now >= next_discover {
@@ -149,6 +153,7 @@ impl Top {
                 Step::Go => next_ages = now,
             }
         }
+        Ok(())
     }
 
     fn draw(&self, terminal: &mut Term, mode: &Mode) -> anyhow::Result<()> {
