@@ -7,7 +7,8 @@
 //! by time alone (the adapter's debounce, the keyboard-quiet period). Only
 //! a state that differs from the last one sent goes out, so the recheck
 //! costs the peer nothing; bursts of output are read at most every
-//! [`COALESCE`].
+//! [`COALESCE`]. An ACP runtime answers the same request from its turns
+//! (`acp::endpoint`).
 
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use crate::socket::codec::Message;
 use crate::socket::protocol::{Event, Response, SessionStatus};
 
 /// The longest a time-only change waits to be seen.
-const RECHECK: Duration = Duration::from_millis(250);
+pub(crate) const RECHECK: Duration = Duration::from_millis(250);
 /// The shortest time between two reads of the state.
 const COALESCE: Duration = Duration::from_millis(30);
 

@@ -69,7 +69,6 @@ pub enum Focus {
 pub struct Board {
     sessions: BTreeMap<String, SessionRecord>,
     statuses: BTreeMap<String, SessionStatus>,
-    acp_busy: BTreeMap<String, bool>,
     stored: Stored,
     pub filter: String,
     pub selected_session: usize,
@@ -100,12 +99,8 @@ impl Board {
             Update::Status(name, status) => {
                 self.statuses.insert(name, status);
             }
-            Update::Acp(name, busy) => {
-                self.acp_busy.insert(name, busy);
-            }
             Update::Gone(name) => {
                 self.statuses.remove(&name);
-                self.acp_busy.remove(&name);
             }
             Update::StoreChanged => {}
         }
@@ -125,11 +120,9 @@ impl Board {
             .map(|record| {
                 let name = record.name.to_string();
                 let status = self.statuses.get(&name);
-                let state = match (self.acp_busy.get(&name), status) {
-                    (Some(true), _) => "busy",
-                    (Some(false), _) => "idle",
-                    (None, Some(s)) => s.activity.map_or("-", Activity::as_str),
-                    (None, None) => "?",
+                let state = match status {
+                    Some(s) => s.activity.map_or("-", Activity::as_str),
+                    None => "?",
                 };
                 let person = match status {
                     Some(s) if s.typing => "typing",

@@ -6,9 +6,7 @@
 //! runtime directory (a session started after `top` has no stream to say
 //! so; a directory listing per [`DISCOVER`] is the cost) and the store
 //! every [`STORE_FALLBACK`] (a message to an agent with no live runtime
-//! wakes no supervisor; one small query). An ACP runtime has no screen to
-//! report: its transcript stream is followed instead, and each entry
-//! triggers one `acp_status` for whether a turn runs.
+//! wakes no supervisor; one small query).
 
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -16,7 +14,7 @@ use std::time::Duration;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::{open_store, store_path};
 use agent_comms_core::paths::runtime_root;
-use agent_comms_core::session::{Registry, SessionKind, SessionRecord};
+use agent_comms_core::session::{Registry, SessionRecord};
 use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Event, Request, Response, SessionStatus};
@@ -28,8 +26,6 @@ pub const STORE_FALLBACK: Duration = Duration::from_secs(2);
 /// One thing that changed.
 pub enum Update {
     Status(String, SessionStatus),
-    /// An ACP runtime: whether a turn runs.
-    Acp(String, bool),
     /// The stream ended: the session is gone (or never answered).
     Gone(String),
     /// Something happened that the store may show.
@@ -47,11 +43,7 @@ pub fn live_sessions() -> Vec<SessionRecord> {
 pub fn watch(record: SessionRecord, to: Sender<Update>) {
     std::thread::spawn(move || {
         let name = record.name.to_string();
-        let _ = if record.kind == SessionKind::Acp {
-            follow_acp(&record, &name, &to)
-        } else {
-            follow_status(&record, &name, &to)
-        };
+        let _ = follow_status(&record, &name, &to);
         let _ = to.send(Update::Gone(name));
     });
 }
@@ -68,24 +60,6 @@ fn follow_status(record: &SessionRecord, name: &str, to: &Sender<Update>) -> Opt
                 to.send(Update::StoreChanged).ok()?;
             }
             Message::Response(Response::Ok) => {}
-            _ => return None,
-        }
-    }
-}
-
-fn follow_acp(record: &SessionRecord, name: &str, to: &Sender<Update>) -> Option<()> {
-    let mut ask = Client::connect(&record.socket).ok()?;
-    let mut follow = Client::connect(&record.socket).ok()?;
-    follow.send(Message::Request(Request::Follow)).ok()?;
-    loop {
-        let Response::Acp(status) = ask.request(Request::AcpStatus).ok()? else {
-            return None;
-        };
-        to.send(Update::Acp(name.to_owned(), status.turn_started.is_some()))
-            .ok()?;
-        to.send(Update::StoreChanged).ok()?;
-        match follow.read_frame().ok()?.message {
-            Message::Event(Event::Transcript(_)) | Message::Response(_) => {}
             _ => return None,
         }
     }
