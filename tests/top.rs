@@ -229,3 +229,13 @@ fn top_shows_an_acp_runtime_busy_while_a_turn_runs() {
     assert!(top.wait_exit().success());
     assert_restored(&top, mark);
 }
+
+#[test]
+fn top_without_a_terminal_says_what_to_use_instead() {
+    let env = TestEnv::new();
+    let run = env.run(&["top"]).fails_with_one_line();
+    assert!(
+        run.stderr.contains("top needs a terminal") && run.stderr.contains("session ls --json"),
+        "{run:#?}"
+    );
+}

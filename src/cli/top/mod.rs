@@ -16,7 +16,7 @@ mod draw;
 mod feed;
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -54,6 +54,11 @@ enum Mode {
 }
 
 pub fn run() -> anyhow::Result<i32> {
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        anyhow::bail!(
+            "top needs a terminal (its input and output are not one); scripts read the same with: agent-comms session ls --json, agent-comms runtime list --json, agent-comms message list --json"
+        );
+    }
     let ended = agent_comms_core::os::flag_termination();
     let mut terminal = enter()?;
     let previous = std::panic::take_hook();
