@@ -145,6 +145,37 @@ finding, 1 the check itself could not run.")]
     /// output (cells, sessions, messages, ACP runtimes); `mcp config`
     /// prints the snippet that configures an agent to start it.
     Mcp(super::mcp::McpArgs),
+    /// Every session and runtime, and the latest messages, live in one
+    /// screen: busy or idle, who is attached or typing, messages waiting and
+    /// delivered, heartbeats.
+    #[command(
+        after_help = "Keys: Enter/a attach · m show a message · r redeliver · / filter · Tab switch lists · q quit\n\n\
+        Example:\n  agent-comms top"
+    )]
+    Top,
+    /// Print the shell script that completes agent-comms, k and km
+    /// (commands, flags, and live session, runtime and agent names).
+    #[command(
+        after_help = "Examples:\n  source <(agent-comms completions bash)    # in ~/.bashrc\n  \
+        agent-comms completions fish | source     # in ~/.config/fish/config.fish\n\n\
+        scripts/install-shell-extras installs completions and man pages for every shell found."
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: super::completions::Shell,
+    },
+    /// Print the manual page of agent-comms, k or km (roff, for man -l), or
+    /// write every page, subcommands' included, to a directory.
+    #[command(after_help = "Examples:\n  agent-comms man k | man -l -\n  \
+        agent-comms man --out-dir ~/.local/share/man/man1")]
+    Man {
+        /// The page (default: agent-comms; with --out-dir: all three).
+        #[arg(value_enum)]
+        page: Option<super::man::Page>,
+        /// Write the pages as NAME.1 files there instead of printing one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -442,6 +473,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Doctor { json } => super::doctor::run(json),
         Command::Store(cmd) => super::store::run(cmd),
         Command::Mcp(args) => super::mcp::run(args, actor),
+        Command::Top => super::top::run(),
+        Command::Completions { shell } => super::completions::run(shell),
+        Command::Man { page, out_dir } => super::man::run(page, out_dir),
     }
 }
 

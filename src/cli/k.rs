@@ -22,7 +22,7 @@ use agent_comms_core::supervisor::DEFAULT_KILL_GRACE;
 
 use super::cells_format::{cell_json, error_json, py_repr};
 
-const USAGE: &str = "\
+pub(super) const USAGE: &str = "\
 k — persistent REPL cells on agent-comms supervisors (agent-tty 0.1.5 compatible)
 
 Usage:

@@ -6,6 +6,8 @@ pub mod agent_comms;
 mod bridge;
 mod cells_format;
 mod dashes;
+mod cells_grammar;
+pub mod completions;
 mod doctor;
 mod follow;
 mod interrupt;
@@ -14,12 +16,14 @@ pub mod km;
 mod launch;
 mod logs;
 mod look;
+mod man;
 mod mcp;
 mod messages;
 mod runtime;
 mod store;
 mod subject;
 mod waiting;
+mod top;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.

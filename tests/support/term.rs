@@ -120,6 +120,17 @@ impl Term {
         String::from_utf8_lossy(&self.shown.0.lock().unwrap().bytes).into_owned()
     }
 
+    /// Everything shown so far, as bytes (for a screen model of the
+    /// test's own).
+    pub fn output_bytes(&self) -> Vec<u8> {
+        self.shown.0.lock().unwrap().bytes.clone()
+    }
+
+    /// The rendered screen's rows.
+    pub fn lines(&self) -> Vec<String> {
+        self.model.lock().unwrap().lines()
+    }
+
     /// How many bytes were shown so far (a mark for [`Term::wait_for_after`]).
     pub fn mark(&self) -> usize {
         self.shown.0.lock().unwrap().bytes.len()

@@ -9,12 +9,14 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::bridge::Bridge;
 use super::handle::AcpHandle;
+use crate::adapter::Activity;
 use crate::socket::codec::Message;
-use crate::socket::protocol::{Event, Request, Response, SessionInfo};
+use crate::socket::protocol::{Event, Request, Response, SessionInfo, SessionStatus};
 use crate::socket::Stream;
 use crate::supervisor::exited;
 use crate::supervisor::framed::{kind_of, Closed, Framed};
 use crate::supervisor::limits::Limits;
+use crate::supervisor::status::RECHECK;
 use crate::supervisor::MAX_KILL_GRACE;
 
 pub(super) struct Endpoint {
@@ -60,8 +62,10 @@ impl Connection {
                     continue;
                 }
             };
-            if let Request::Follow = request {
-                return self.follow(id).await;
+            match request {
+                Request::Follow => return self.follow(id).await,
+                Request::Status => return self.status(id).await,
+                _ => {}
             }
             let response = self.answer(request).await;
             self.framed.reply(id, response).await?;
@@ -136,6 +140,59 @@ impl Connection {
                     while let Ok(entry) = live.try_recv() {
                         self.framed.send(id, Message::Event(Event::Transcript((*entry).clone()))).await.map_err(|_| Closed::Peer)?;
                     }
+                    let _ = self.framed.send(id, Message::Event(Event::Exited(info))).await;
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+impl Connection {
+    /// The runtime's state as a session's (`agent-comms top`): busy while
+    /// a turn runs, its ACP clients as attached people, its inbox. Read
+    /// again when a transcript entry comes (a prompt starts a turn), a turn
+    /// ends, the inbox changed, and every [`RECHECK`] (clients come and go
+    /// on the bridge with no signal here); sent when it changed.
+    async fn status(&mut self, id: u32) -> Result<(), Closed> {
+        self.framed.reply(id, Response::Ok).await?;
+        let endpoint = self.endpoint.clone();
+        let handle = &endpoint.handle;
+        let (_, mut entries) = handle.tap().follow();
+        let mut ended = handle.turns_ended();
+        let mut inbox = handle.inbox().changes.subscribe();
+        let mut exit = handle.exit();
+        let mut last: Option<SessionStatus> = None;
+        let mut buf = [0u8; 1024];
+        loop {
+            let clients = endpoint.bridge.list();
+            let now = SessionStatus {
+                activity: Some(if handle.status().turn_started.is_some() {
+                    Activity::Busy
+                } else {
+                    Activity::Idle
+                }),
+                adapter: None,
+                clients: clients.len() as u32,
+                person_attached: !clients.is_empty(),
+                typing: false,
+                inbox_changes: *handle.inbox().changes.borrow(),
+                last_delivery: handle.inbox().last(),
+            };
+            if last.as_ref() != Some(&now) {
+                self.framed
+                    .send(id, Message::Event(Event::Status(now.clone())))
+                    .await
+                    .map_err(|_| Closed::Peer)?;
+                last = Some(now);
+            }
+            tokio::select! {
+                entry = entries.recv() => if let Err(RecvError::Closed) = entry { return Ok(()) },
+                _ = ended.changed() => {}
+                _ = inbox.changed() => {}
+                _ = tokio::time::sleep(RECHECK) => {}
+                read = self.framed.read.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return Err(Closed::Peer) },
+                info = exited(&mut exit) => {
                     let _ = self.framed.send(id, Message::Event(Event::Exited(info))).await;
                     return Ok(());
                 }

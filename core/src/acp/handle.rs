@@ -254,6 +254,11 @@ impl AcpHandle {
         &self.inner.tap
     }
 
+    /// Changes each time a turn ends.
+    pub(super) fn turns_ended(&self) -> watch::Receiver<(u64, Option<String>)> {
+        self.inner.turns.watch_ended()
+    }
+
     pub(super) fn inbox(&self) -> &InboxLink {
         &self.inner.inbox
     }

@@ -7,7 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal};
@@ -420,6 +420,23 @@ pub fn exit_zero_on_termination() {
         // SAFETY: installing a handler that only calls _exit is async-signal-safe.
         unsafe { libc::signal(sig, exit_zero as *const () as libc::sighandler_t) };
     }
+}
+
+/// Raised by SIGTERM and SIGHUP once [`flag_termination`] ran.
+static TERMINATION: AtomicBool = AtomicBool::new(false);
+
+/// From now on SIGTERM and SIGHUP only raise the flag returned, for a
+/// program that must put its terminal back before it ends (`top`).
+pub fn flag_termination() -> &'static AtomicBool {
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, raise_termination as *const () as libc::sighandler_t) };
+    }
+    &TERMINATION
+}
+
+extern "C" fn raise_termination(_: libc::c_int) {
+    TERMINATION.store(true, Ordering::SeqCst);
 }
 
 extern "C" fn exit_zero(_: libc::c_int) {

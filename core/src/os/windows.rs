@@ -365,6 +365,27 @@ pub fn exit_zero_on_termination() {
     unsafe { SetConsoleCtrlHandler(Some(exit_zero), 1) };
 }
 
+/// Raised by Ctrl-Break and closing the console once [`flag_termination`]
+/// ran.
+static TERMINATION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+unsafe extern "system" fn raise_termination(kind: u32) -> BOOL {
+    if matches!(kind, CTRL_BREAK_EVENT | CTRL_CLOSE_EVENT) {
+        TERMINATION.store(true, std::sync::atomic::Ordering::SeqCst);
+        return 1;
+    }
+    0
+}
+
+/// From now on Ctrl-Break and closing the console only raise the flag
+/// returned (the counterparts of SIGTERM and SIGHUP), for a program that
+/// must put its terminal back before it ends (`top`).
+pub fn flag_termination() -> &'static std::sync::atomic::AtomicBool {
+    // SAFETY: registers a handler function that lives as long as the program.
+    unsafe { SetConsoleCtrlHandler(Some(raise_termination), 1) };
+    &TERMINATION
+}
+
 /// Makes `cmd` start without a console (the program it runs gets a pseudo
 /// console of its own) in a new process group, so the launcher's Ctrl-C
 /// never reaches it: the counterparts of `setsid`.

@@ -87,7 +87,8 @@ fn request_limit(request: &Request) -> usize {
         | Request::ReportWaits
         | Request::AcpStatus
         | Request::Cancel
-        | Request::Follow => SMALL_REQUEST,
+        | Request::Follow
+        | Request::Status => SMALL_REQUEST,
     }
 }
 

@@ -98,6 +98,11 @@ pub enum Request {
     /// stream starts (the entries before it are in the transcript file),
     /// then every new entry follows as a `transcript` event.
     Follow,
+    /// Stream the session's live state (`agent-comms top`): the reply is
+    /// `Ok`, then a `status` event at once and another whenever it changed.
+    /// A supervisor older than this request answers it with an error, as it
+    /// does any request it cannot read.
+    Status,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +216,28 @@ pub enum Event {
     Waiting {
         wait: Option<Waiting>,
     },
+    Status(SessionStatus),
+}
+
+/// A session's live state, as [`Request::Status`] pushes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStatus {
+    /// Busy, idle or unknown as its adapter reads the screen (debounced);
+    /// none when it has no adapter.
+    pub activity: Option<crate::adapter::Activity>,
+    pub adapter: Option<String>,
+    /// Attach and watch clients connected now.
+    pub clients: u32,
+    /// Somebody can type into it: an interactive client, or the terminal
+    /// it is served in.
+    pub person_attached: bool,
+    /// A person typed within the delivery's keyboard-quiet period.
+    pub typing: bool,
+    /// Grows each time its inbox was woken or ended a delivery: a reader of
+    /// the store reads again when it changed.
+    pub inbox_changes: u64,
+    /// How its inbox's last delivery ended.
+    pub last_delivery: Option<InvocationOutcome>,
 }
 
 /// What a delivery waits for (the delivery layer's, sent as is).

@@ -101,6 +101,9 @@ impl Connection {
                     self.report_waits = true;
                     self.reply(id, Response::Ok).await?;
                 }
+                Request::Status => {
+                    return super::status::stream(&mut self.framed, id, &self.shared).await
+                }
                 Request::Nudge {
                     wait_for,
                     timeout_ms,
@@ -310,6 +313,7 @@ impl Connection {
             | Request::Subscribe { .. }
             | Request::FollowOutput { .. }
             | Request::ReportWaits
+            | Request::Status
             | Request::Deliver { .. }
             | Request::Nudge { .. } => {
                 unreachable!("handled by the caller")

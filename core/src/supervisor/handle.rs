@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::{broadcast, watch, Notify};
 
 use super::Shared;
 use crate::delivery::{DeliveryError, DeliveryOptions, Evidence};
@@ -96,6 +96,9 @@ pub(crate) struct InboxLink {
     pub nudge: Arc<Notify>,
     pub finished: broadcast::Sender<InvocationOutcome>,
     recent: std::sync::Mutex<std::collections::VecDeque<InvocationOutcome>>,
+    /// Counts nudges and outcomes, for the status stream (which must not
+    /// wait on `nudge`: that would take the inbox's wake-up).
+    pub changes: watch::Sender<u64>,
 }
 
 impl Default for InboxLink {
@@ -104,11 +107,22 @@ impl Default for InboxLink {
             nudge: Arc::new(Notify::new()),
             finished: broadcast::channel(64).0,
             recent: Default::default(),
+            changes: watch::channel(0).0,
         }
     }
 }
 
 impl InboxLink {
+    /// How the last delivery ended, if one did.
+    pub fn last(&self) -> Option<InvocationOutcome> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.back().cloned()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
     pub fn announce(&self, outcome: InvocationOutcome) {
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if recent.len() == RECENT_OUTCOMES {
@@ -117,6 +131,7 @@ impl InboxLink {
         recent.push_back(outcome.clone());
         drop(recent);
         let _ = self.finished.send(outcome);
+        self.changed();
     }
 
     /// Wakes the inbox; with `wait_for`, answers once that message's
@@ -137,6 +152,7 @@ impl InboxLink {
         // Subscribe before waking the inbox, so the outcome cannot be missed.
         let mut finished = self.finished.subscribe();
         self.nudge.notify_one();
+        self.changed();
         let Some(id) = wait_for else {
             return Response::Ok;
         };

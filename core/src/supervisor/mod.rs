@@ -17,6 +17,7 @@ mod keyboard;
 pub mod launch;
 pub(crate) mod limits;
 pub(crate) mod signals;
+pub(crate) mod status;
 mod terminal;
 
 use std::path::PathBuf;
