@@ -2,11 +2,14 @@
 //! `status` stream (the supervisor pushes its state when it changes), and
 //! the store is read again when one of those says something happened.
 //!
-//! Two things are looked at on a timer, because nothing pushes them: the
-//! runtime directory (a session started after `top` has no stream to say
-//! so; a directory listing per [`DISCOVER`] is the cost) and the store
-//! every [`STORE_FALLBACK`] (a message to an agent with no live runtime
-//! wakes no supervisor; one small query).
+//! A message to an agent with no live runtime wakes no supervisor: for
+//! those the store's own wake-ups (`store::watchers`, which every commit
+//! of a message change sends, as `invocation list --follow` uses them) ask
+//! for the read, and [`STORE_FALLBACK`] bounds how late a change no writer
+//! announced (another host's) shows. One thing is looked at on a timer,
+//! because nothing pushes it: the runtime directory (a session started
+//! after `top` has no stream to say so; a directory listing per
+//! [`DISCOVER`] is the cost).
 
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -18,10 +21,11 @@ use agent_comms_core::session::{Registry, SessionRecord};
 use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Event, Request, Response, SessionStatus};
+use agent_comms_core::store::watchers::Follower;
 use agent_comms_core::store::{Invocation, InvocationFilter, RuntimeRecord, Store};
 
 pub const DISCOVER: Duration = Duration::from_secs(1);
-pub const STORE_FALLBACK: Duration = Duration::from_secs(2);
+pub const STORE_FALLBACK: Duration = Duration::from_secs(5);
 
 /// One thing that changed.
 pub enum Update {
@@ -45,6 +49,23 @@ pub fn watch(record: SessionRecord, to: Sender<Update>) {
         let name = record.name.to_string();
         let _ = follow_status(&record, &name, &to);
         let _ = to.send(Update::Gone(name));
+    });
+}
+
+/// Starts the thread that asks for a store read whenever a writer says
+/// the store changed, and at least every [`STORE_FALLBACK`].
+pub fn follow_store(to: Sender<Update>) {
+    std::thread::spawn(move || {
+        let follower = Follower::listen(&store_path()).ok();
+        loop {
+            match &follower {
+                Some(follower) => follower.wait(STORE_FALLBACK),
+                None => std::thread::sleep(STORE_FALLBACK),
+            }
+            if to.send(Update::StoreChanged).is_err() {
+                return;
+            }
+        }
     });
 }
 

@@ -36,7 +36,7 @@ use ratatui::Terminal;
 
 use board::{Board, Focus};
 use draw::Footer;
-use feed::{live_sessions, read_store, watch, Update, DISCOVER, STORE_FALLBACK};
+use feed::{follow_store, live_sessions, read_store, watch, Update, DISCOVER};
 
 /// How often keys are looked for between updates (and so the longest an
 /// update waits to be drawn).
@@ -105,8 +105,9 @@ impl Top {
         let (tx, rx) = mpsc::channel();
         let mut watched = HashSet::new();
         let mut mode = Mode::Board;
-        let (mut next_discover, mut next_store, mut next_ages) =
-            (Instant::now(), Instant::now(), Instant::now());
+        follow_store(tx.clone());
+        let (mut next_discover, mut next_ages) = (Instant::now(), Instant::now());
+        self.board.set_stored(read_store());
         while !ended.load(Ordering::SeqCst) {
             let now = Instant::now();
             let mut dirty = false;
@@ -121,7 +122,7 @@ impl Top {
                 next_discover = now + DISCOVER;
                 dirty = true;
             }
-            let mut store_due = now >= next_store;
+            let mut store_due = false;
             while let Ok(update) = rx.try_recv() {
                 match &update {
                     Update::Gone(name) => {
@@ -135,7 +136,6 @@ impl Top {
             }
             if store_due {
                 self.board.set_stored(read_store());
-                next_store = now + STORE_FALLBACK;
                 dirty = true;
             }
             if dirty || now >= next_ages {
