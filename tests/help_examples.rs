@@ -111,7 +111,11 @@ fn how(example: &str) -> How {
         ("mcp config", || How::Exits(&[0])),
         ("agent-comms mcp", || How::Stdio(MCP_INITIALIZE)),
         ("alice mcp", || How::Stdio(MCP_INITIALIZE)),
+        ("agent-comms top", || {
+            How::Terminal(End::Type("sessions and runtimes", b"q"))
+        }),
         ("--follow", || How::Streams),
+        ("session logs work -f", || How::Streams),
         ("acp serve-web", || How::Streams),
         ("--listen 127.0.0.1:0", || How::Exits(&[0])),
         // No turn runs in the fixture: the documented "nothing to cancel".
@@ -274,6 +278,10 @@ fn set_up(env: &TestEnv, example: &str) -> String {
         Served::start(env, "bob", "normal", &[], &[]);
     } else if example.contains(" bob") || example.contains("inv_") {
         env.run_ok(&["--actor", "bob", "runtime", "configure", "bob"]);
+    }
+    // A follower prints the messages there are, then each change.
+    if example.contains("list --follow") {
+        env.run_ok(&["--actor", "alice", "send", "--to", "bob", "hi"]);
     }
     for placeholder in ["inv_3f2a9c1d0b7e", "inv_91c04e2d5a6f"] {
         if line.contains(placeholder) {

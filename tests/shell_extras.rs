@@ -18,6 +18,15 @@ use support::BIN;
 /// completed; a trailing space starts an empty one), with the script of
 /// `agent-comms completions bash` loaded and `func` the completion function
 /// bash would call.
+/// What was offered, without the flags.
+fn names_only(offered: &[String]) -> Vec<&str> {
+    offered
+        .iter()
+        .map(String::as_str)
+        .filter(|o| !o.starts_with('-'))
+        .collect()
+}
+
 fn complete(env: &TestEnv, func: &str, line: &str) -> Vec<String> {
     let mut words: Vec<&str> = line.split(' ').collect();
     let current = words.last().copied().unwrap_or("");
@@ -73,13 +82,14 @@ fn bash_completes_live_session_names() {
 #[test]
 fn bash_completes_runtime_and_agent_names_from_the_store() {
     let env = TestEnv::new();
-    env.run_ok(&["--actor", "bob", "runtime", "configure", "--id", "bob-rt"]);
+    env.run_ok(&["--actor", "bob", "runtime", "configure", "bob-rt"]);
     let offered = complete(
         &env,
         "_clap_complete_agent_comms",
-        "agent-comms runtime show --id ",
+        "agent-comms runtime show ",
     );
-    assert_eq!(offered, ["bob-rt"]);
+    // The id is positional: the flags are offered beside the names.
+    assert_eq!(names_only(&offered), ["bob-rt"]);
     let offered = complete(
         &env,
         "_clap_complete_agent_comms",
@@ -94,9 +104,9 @@ fn with_no_store_nothing_is_offered_and_none_is_created() {
     let offered = complete(
         &env,
         "_clap_complete_agent_comms",
-        "agent-comms runtime show --id ",
+        "agent-comms runtime show ",
     );
-    assert!(offered.is_empty(), "{offered:?}");
+    assert!(names_only(&offered).is_empty(), "{offered:?}");
     assert!(
         !env.project.join(".agent-comms").exists(),
         "a Tab press created the store"

@@ -150,17 +150,19 @@ finding, 1 the check itself could not run.")]
     /// delivered, heartbeats.
     #[command(
         after_help = "Keys: Enter/a attach · m show a message · r redeliver · / filter · Tab switch lists · q quit\n\n\
-        Example:\n  agent-comms top"
+        Examples:\n  agent-comms top"
     )]
     Top,
     /// Print the shell script that completes agent-comms, k and km
     /// (commands, flags, and live session, runtime and agent names).
     #[command(
-        after_help = "Examples:\n  source <(agent-comms completions bash)    # in ~/.bashrc\n  \
-        agent-comms completions fish | source     # in ~/.config/fish/config.fish\n\n\
+        after_help = "Examples:\n  agent-comms completions bash > agent-comms.bash   # then in ~/.bashrc: source it\n  \
+        agent-comms completions zsh > _agent-comms        # into a directory on $fpath\n\n\
+        In ~/.bashrc, `source <(agent-comms completions bash)` keeps it current; \
         scripts/install-shell-extras installs completions and man pages for every shell found."
     )]
     Completions {
+        /// The shell to print the script for.
         #[arg(value_enum)]
         shell: super::completions::Shell,
     },

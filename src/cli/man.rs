@@ -29,6 +29,8 @@ pub fn run(page: Option<Page>, out_dir: Option<PathBuf>) -> anyhow::Result<i32> 
         return Ok(0);
     };
     let pages = page.map_or(vec![Page::AgentComms, Page::K, Page::Km], |p| vec![p]);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     let mut written = 0;
     for page in pages {
         let mut cmd = command(page).disable_help_subcommand(true);

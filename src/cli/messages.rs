@@ -55,7 +55,7 @@ pub enum MessageCommand {
     #[command(after_help = "Examples:
   agent-comms message list
   agent-comms message list --to bob --status pending
-  agent-comms message list --follow --to bob            # stream changes as they happen (Ctrl-C stops)
+  agent-comms message list --follow --to bob   # each change as it happens (Ctrl-C stops)
   agent-comms message list --json | jq -r '.[] | select(.status == \"FAILED\") | .id'")]
     List {
         /// Only messages in this state (any case).

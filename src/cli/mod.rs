@@ -5,9 +5,9 @@ pub mod agent_comms;
 #[cfg_attr(not(unix), path = "bridge_none.rs")]
 mod bridge;
 mod cells_format;
-mod dashes;
 mod cells_grammar;
 pub mod completions;
+mod dashes;
 mod doctor;
 mod follow;
 mod interrupt;
@@ -22,8 +22,8 @@ mod messages;
 mod runtime;
 mod store;
 mod subject;
-mod waiting;
 mod top;
+mod waiting;
 
 /// Every binary starts here: a detached supervisor is one of our binaries
 /// re-executed with a hidden first argument.
