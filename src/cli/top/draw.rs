@@ -92,17 +92,36 @@ fn sessions(frame: &mut Frame, area: Rect, rows: &[Row], board: &Board) {
         Constraint::Length(7),
         Constraint::Length(5),
     ];
-    let header = TableRow::new(vec![
+    let header = vec![
         "NAME", "KIND", "PROVIDER", "STATE", "PERSON", "PEND", "FLY", "LAST", "BEAT",
-    ])
-    .underlined();
-    let focused = board.focus() == Focus::Sessions;
-    let table = Table::new(lines, widths)
-        .header(header)
-        .block(block("sessions and runtimes", focused))
-        .row_highlight_style(Style::default().reversed());
-    let mut state = TableState::default().with_selected(focused.then_some(board.selected_session));
-    frame.render_stateful_widget(table, area, &mut state);
+    ];
+    let table = Table::new(lines, widths);
+    let list = List {
+        title: "sessions and runtimes",
+        header,
+        focus: Focus::Sessions,
+    };
+    list.render(frame, area, table, board, board.selected_session);
+}
+
+/// One of the board's two lists: its title, its column names, and the
+/// focus under which its selected row is highlighted.
+struct List {
+    title: &'static str,
+    header: Vec<&'static str>,
+    focus: Focus,
+}
+
+impl List {
+    fn render(self, frame: &mut Frame, area: Rect, table: Table, board: &Board, selected: usize) {
+        let focused = board.focus() == self.focus;
+        let table = table
+            .header(TableRow::new(self.header).underlined())
+            .block(block(self.title, focused))
+            .row_highlight_style(Style::default().reversed());
+        let mut state = TableState::default().with_selected(focused.then_some(selected));
+        frame.render_stateful_widget(table, area, &mut state);
+    }
 }
 
 fn message_list(frame: &mut Frame, area: Rect, messages: &[&Invocation], board: &Board, now: u64) {
@@ -124,14 +143,14 @@ fn message_list(frame: &mut Frame, area: Rect, messages: &[&Invocation], board: 
         Constraint::Length(5),
         Constraint::Fill(1),
     ];
-    let header = TableRow::new(vec!["ID", "FROM", "TO", "STATUS", "AGE", "BODY"]).underlined();
-    let focused = board.focus() == Focus::Messages;
-    let table = Table::new(lines, widths)
-        .header(header)
-        .block(block("messages, latest first", focused))
-        .row_highlight_style(Style::default().reversed());
-    let mut state = TableState::default().with_selected(focused.then_some(board.selected_message));
-    frame.render_stateful_widget(table, area, &mut state);
+    let header = vec!["ID", "FROM", "TO", "STATUS", "AGE", "BODY"];
+    let table = Table::new(lines, widths);
+    let list = List {
+        title: "messages, latest first",
+        header,
+        focus: Focus::Messages,
+    };
+    list.render(frame, area, table, board, board.selected_message);
 }
 
 /// One message in full over the board (`m`).
