@@ -129,10 +129,16 @@ fn how(example: &str) -> How {
         .map_or(How::Exits(&[0]), |(_, how)| how())
 }
 
-#[test]
-fn every_command_and_argument_is_described_with_examples() {
+/// agent-comms' command tree as it parses, with its globals propagated.
+fn built_command() -> clap::Command {
     let mut cmd = agent_comms::cli::agent_comms::command();
     cmd.build();
+    cmd
+}
+
+#[test]
+fn every_command_and_argument_is_described_with_examples() {
+    let cmd = built_command();
     let mut missing = Vec::new();
     walk(&cmd, &mut Vec::new(), &mut |path, c| {
         let name = path.join(" ");
@@ -176,8 +182,7 @@ fn the_actor_is_offered_only_where_it_counts_and_accepted_everywhere() {
 
 #[test]
 fn every_agent_comms_example_runs() {
-    let mut cmd = agent_comms::cli::agent_comms::command();
-    cmd.build();
+    let cmd = built_command();
     let mut examples = Vec::new();
     walk(&cmd, &mut Vec::new(), &mut |_, c| {
         examples.extend(examples_of(c))
