@@ -407,31 +407,37 @@ fn a_burst_is_one_turn(cli: Cli, test: &str) {
         "[agent-comms] 10 messages from bob; read them with: agent-comms message show {}",
         ids.join(" ")
     );
-    w.wait_request(&note, TURN * 2).unwrap_or_else(|| {
-        panic!(
-            "[{test}] the batch's notification never reached the model:\n{}\n{}",
-            w.requests_summary(),
-            w.report(ID)
-        )
-    });
-    w.wait_activity(ID, "idle", TURN, "after the notification's turn");
-    let (ok, out, err) = w.ac(
-        &["message", "list", "--status", "DELIVERED", "--json"],
-        Duration::from_secs(20),
+    assert!(
+        w.wait_turn(&note, TURN * 2),
+        "[{test}] the batch's notification never reached the model as a turn:\n{}\n{}",
+        w.requests_summary(),
+        w.report(ID)
     );
-    assert!(ok, "[{test}] message list failed: {out}{err}");
-    let delivered: Value = serde_json::from_str(out.trim()).unwrap();
-    let delivered: Vec<&str> = delivered
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["id"].as_str())
-        .collect();
-    for id in &ids {
-        assert!(
-            delivered.contains(&id.as_str()),
-            "[{test}] {id} not DELIVERED"
+    w.wait_activity(ID, "idle", TURN, "after the notification's turn");
+    // The CLI may ask the model before the supervisor has seen the text
+    // leave its input line and marked the batch: wait for the marks.
+    let delivered_ids = || {
+        let (ok, out, err) = w.ac(
+            &["message", "list", "--status", "DELIVERED", "--json"],
+            Duration::from_secs(20),
         );
+        assert!(ok, "[{test}] message list failed: {out}{err}");
+        let listed: Value = serde_json::from_str(out.trim()).unwrap();
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + TURN;
+    let mut delivered = delivered_ids();
+    while !ids.iter().all(|id| delivered.contains(id)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        delivered = delivered_ids();
+    }
+    for id in &ids {
+        assert!(delivered.contains(id), "[{test}] {id} not DELIVERED");
     }
     assert_eq!(
         w.turns_with(&note),

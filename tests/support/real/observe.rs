@@ -146,6 +146,19 @@ impl World {
         }
     }
 
+    /// Whether, within `timeout`, a turn's request (not a title's, which
+    /// opencode asks for first with the same text) ends with `text`.
+    pub fn wait_turn(&self, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.turns_with(text) == 0 {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        true
+    }
+
     /// How many model requests of a turn (with tools: not titles, token
     /// counts or suggestions; not the continuation that brings a tool's
     /// result) end with `text`: each turn started with it makes one.
