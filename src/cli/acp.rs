@@ -11,7 +11,7 @@ use agent_comms_core::adapter::Entry as Adapter;
 use agent_comms_core::client::Client;
 use agent_comms_core::control::acp_serve::{self, AcpServeOptions, Started};
 use agent_comms_core::control::serve::DEFAULT_HEARTBEAT;
-use agent_comms_core::control::{host::host_id, state_dir, store_path};
+use agent_comms_core::control::{host::host_id, state_dir};
 use agent_comms_core::delivery::validate::check_prompt;
 use agent_comms_core::display;
 use agent_comms_core::regular_file;
@@ -212,7 +212,6 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         heartbeat_ms: args.heartbeat_ms,
         batch: args.batch.limit(),
         state_dir: state_dir(),
-        store_path: store_path(),
     };
     if args.foreground {
         return foreground(opts);

@@ -246,5 +246,6 @@ fn from_store(
     let Ok(store) = open_store() else {
         return Vec::new();
     };
-    read(&store).unwrap_or_default()
+    let store = store.as_ref();
+    read(store).unwrap_or_default()
 }

@@ -5,8 +5,6 @@ use agent_comms_core::control::doctor::{
 };
 use agent_comms_core::control::{host::host_id, open_store, store_path};
 use agent_comms_core::display;
-use agent_comms_core::store::Store;
-use agent_comms_core::time::unix_millis;
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
     let registry = agent_comms_adapters::registry();
@@ -15,8 +13,9 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
     let mut findings = store_findings(&store_path());
     if findings.is_empty() {
         let store = open_store()?;
+        let store = store.as_ref();
         let host = host_id()?;
-        findings = examine(&store, &host, unix_millis(), registry.diagnostics())?;
+        findings = examine(store, &host, store.now(), registry.diagnostics())?;
         findings.extend(acp_findings(registry.entries(), &store.runtimes()?, &host));
     }
     findings.extend(version_findings(registry.entries()));

@@ -10,10 +10,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use agent_comms_core::control::messages::InvocationView;
-use agent_comms_core::control::{open_store, store_path};
+use agent_comms_core::control::open_store;
 use agent_comms_core::display;
-use agent_comms_core::store::watchers::Follower;
-use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, Store};
+use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus};
 use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
 
 /// How often the store is read without a wake-up.
@@ -31,8 +30,9 @@ struct Seen {
 pub fn follow(filter: &InvocationFilter<'_>, json: bool) -> anyhow::Result<()> {
     // Listening before the first read: a change committed in between
     // wakes the second read, never falls between the two.
-    let follower = Follower::listen(&store_path())?;
     let store = open_store()?;
+    let follower = store.follow(None)?;
+    let store = store.as_ref();
     let mut known: HashMap<String, Seen> = HashMap::new();
     let mut out = std::io::stdout().lock();
     let colour = super::look::colour(false);

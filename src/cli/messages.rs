@@ -147,6 +147,7 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         (None, None) => bail!("give the message as TEXT or --body-file FILE"),
     };
     let store = open_store()?;
+    let store = store.as_ref();
     let mut line = super::waiting::WaitLine::on_terminal();
     let telling = line.is_some();
     let mut show = |wait: Option<&_>| {
@@ -155,7 +156,7 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         }
     };
     let sent = messages::send(
-        &store,
+        store,
         &host_id()?,
         &from,
         &to,
@@ -177,7 +178,7 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         // where the message stands and what to do.
         let start = match sent.nudge {
             Some(_) => None,
-            None => Some(start_command(&store, &inv.to)?),
+            None => Some(start_command(store, &inv.to)?),
         };
         eprintln!(
             "agent-comms: {}",
@@ -205,6 +206,9 @@ fn how_sent(inv: &Invocation, nudge: Option<&(String, Nudged)>) -> String {
         (Some((runtime, Nudged::Unreachable(why))), _) => format!(
             "queued; runtime {runtime} could not be reached ({}); the message waits in the store and is delivered when the runtime is back",
             display::one_line(why)
+        ),
+        (Some((runtime, Nudged::ByItsHost(_))), _) => format!(
+            "queued; runtime {runtime} runs on another host, which delivers it from the shared store"
         ),
         (Some((runtime, _)), _) => format!("queued; runtime {runtime} was nudged"),
         (None, _) => format!(
@@ -248,6 +252,12 @@ fn wait_ended(
         Some((runtime, Nudged::Woken(None) | Nudged::NoOutcome(_))) => {
             format!("waited {secs} s for runtime {runtime} to deliver {id}")
         }
+        Some((runtime, Nudged::ByItsHost(Some(_)))) => {
+            format!("the delivery attempt by runtime {runtime}, on another host, did not deliver {id}")
+        }
+        Some((runtime, Nudged::ByItsHost(None))) => {
+            format!("waited {secs} s for runtime {runtime}, on another host, to deliver {id}")
+        }
         Some((runtime, Nudged::Unreachable(why))) => format!(
             "did not wait: runtime {runtime} could not be reached ({})",
             display::one_line(why)
@@ -284,6 +294,7 @@ fn wait_ended(
 
 pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
     let store = open_store()?;
+    let store = store.as_ref();
     match cmd {
         MessageCommand::List {
             status,
@@ -304,7 +315,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
                 follow::follow(&filter, json)?;
                 return Ok(0);
             }
-            let views = messages::list(&store, &filter)?;
+            let views = messages::list(store, &filter)?;
             if json {
                 println!("{}", serde_json::to_string(&views)?);
             } else if views.is_empty() {
@@ -328,9 +339,9 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
                 }
             }
         }
-        MessageCommand::Show { ids, json, raw } => show(&store, &ids, json, raw)?,
+        MessageCommand::Show { ids, json, raw } => show(store, &ids, json, raw)?,
         MessageCommand::Redeliver { id, json } => {
-            let inv = messages::redeliver(&store, &host_id()?, &Id::message(id.id()?)?)?;
+            let inv = messages::redeliver(store, &host_id()?, &Id::message(id.id()?)?)?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {
@@ -339,7 +350,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             }
         }
         MessageCommand::Cancel { id, json } => {
-            let inv = messages::cancel(&store, &Id::message(id.id()?)?, actor.as_ref())?;
+            let inv = messages::cancel(store, &Id::message(id.id()?)?, actor.as_ref())?;
             if json {
                 println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
             } else {

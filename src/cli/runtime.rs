@@ -19,10 +19,10 @@ use agent_comms_core::ids::{Id, IdKind};
 use agent_comms_core::session::{runtime_id, SessionName};
 use agent_comms_core::socket::protocol::{Request, Response};
 use agent_comms_core::socket::ForeignEndpoint;
-use agent_comms_core::store::{RuntimeStatus, Store};
+use agent_comms_core::store::RuntimeStatus;
 use agent_comms_core::supervisor::DEFAULT_KEYBOARD_QUIET_MS;
 use agent_comms_core::takeover::launch::launch;
-use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
+use agent_comms_core::time::iso_from_unix_millis;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use std::sync::Arc;
@@ -389,7 +389,7 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
         .map(Arc::from);
     let store = open_store()?;
     let code = serve(
-        Box::new(store),
+        store,
         ServeOptions {
             agent,
             id,
@@ -417,8 +417,9 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
 fn bind(id: &SessionName, conversation: Option<&str>, json: bool) -> anyhow::Result<i32> {
     let id = id.as_str();
     let store = open_store()?;
+    let store = store.as_ref();
     let registry = agent_comms_adapters::registry();
-    let bound = bind_conversation(&store, &host_id()?, id, conversation, |provider| {
+    let bound = bind_conversation(store, &host_id()?, id, conversation, |provider| {
         registry
             .get(provider)
             .and_then(|e| conversations::discovery_for(&e.profile))
@@ -436,9 +437,10 @@ fn bind(id: &SessionName, conversation: Option<&str>, json: bool) -> anyhow::Res
 
 fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result<i32> {
     let store = open_store()?;
+    let store = store.as_ref();
     let host = host_id()?;
-    let r = configure(&store, &host, change, unix_millis())?;
-    let view = RuntimeView::new(&r, &host, unix_millis());
+    let r = configure(store, &host, change, store.now())?;
+    let view = RuntimeView::new(&r, &host, store.now());
     if json {
         println!("{}", serde_json::to_string(&view)?);
     } else {
@@ -456,9 +458,10 @@ fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result
 /// `runtime rm ID`.
 fn remove(id: &str, json: bool) -> anyhow::Result<i32> {
     let store = open_store()?;
-    let removed = registration::remove(&store, &host_id()?, id, unix_millis())?;
+    let store = store.as_ref();
+    let removed = registration::remove(store, &host_id()?, id, store.now())?;
     if json {
-        let view = RuntimeView::new(&removed, &host_id()?, unix_millis());
+        let view = RuntimeView::new(&removed, &host_id()?, store.now());
         println!("{}", serde_json::to_string(&view)?);
     } else {
         println!("runtime {id} removed (it was {})", removed.status);
@@ -468,8 +471,9 @@ fn remove(id: &str, json: bool) -> anyhow::Result<i32> {
 
 fn list(json: bool) -> anyhow::Result<i32> {
     let store = open_store()?;
+    let store = store.as_ref();
     let host = host_id()?;
-    let now = unix_millis();
+    let now = store.now();
     let views: Vec<RuntimeView> = store
         .runtimes()?
         .iter()
@@ -607,10 +611,11 @@ fn print_reading(reading: &ScreenReading) {
 /// Runtime `id` as readers see it now.
 fn runtime_view(id: &str) -> anyhow::Result<RuntimeView> {
     let store = open_store()?;
+    let store = store.as_ref();
     let r = store
         .runtime(id)?
         .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;
-    Ok(RuntimeView::new(&r, &host_id()?, unix_millis()))
+    Ok(RuntimeView::new(&r, &host_id()?, store.now()))
 }
 
 /// Asks the supervisor behind `client` to deliver `text`; prints the

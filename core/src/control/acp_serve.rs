@@ -36,9 +36,8 @@ use crate::paths::ensure_runtime_root;
 use crate::session::{Registry, SessionName};
 use crate::socket::is_dialable;
 use crate::socket::protocol::InvocationOutcome;
-use crate::store::{Evidence, Store};
+use crate::store::Evidence;
 use crate::supervisor::launch::{daemon_config, spawn_daemon, LaunchError};
-use crate::time::unix_millis;
 
 /// The hidden first argument that makes our binary an ACP supervisor.
 pub const ACP_SUPERVISOR_ARG: &str = "__acp-serve";
@@ -64,9 +63,9 @@ pub struct AcpServeOptions {
     pub heartbeat_ms: u64,
     /// The most messages one prompt names (1: one by one).
     pub batch: usize,
-    /// The project's state directory (the transcript is kept there).
+    /// The project's state directory (the transcript is kept there, and
+    /// the store or its settings).
     pub state_dir: PathBuf,
-    pub store_path: PathBuf,
 }
 
 /// What a started runtime tells the command that launched it.
@@ -133,7 +132,7 @@ pub fn daemon_main(init_logging: impl FnOnce()) -> i32 {
 pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ended, ControlError> {
     // Before anything is touched: a broken policy registers nothing.
     let policy = load_policy(opts.policy.as_deref()).map_err(acp_error)?;
-    let store: Box<dyn Store> = Box::new(crate::store::SqliteStore::open(&opts.store_path)?);
+    let store = super::open_store_in(&opts.state_dir)?;
     let registry = Registry::new(ensure_runtime_root()?, is_dialable);
     let serving = Serving {
         host: &opts.host,
@@ -141,7 +140,7 @@ pub fn serve(opts: AcpServeOptions, ready: impl FnOnce(&Started)) -> Result<Ende
         id: &opts.id,
         kind: RuntimeKind::Acp,
     };
-    let admission = admit(store.as_ref(), &registry, &serving, unix_millis())?;
+    let admission = admit(store.as_ref(), &registry, &serving, store.now())?;
     for note in &admission.notes {
         tracing::info!("{note}");
     }

@@ -36,7 +36,6 @@ use crate::store::{
     Attempt, AttemptResult, Evidence, Invocation, InvocationStatus, Store, StoreError,
 };
 use crate::supervisor::SessionHandle;
-use crate::time::unix_millis;
 
 /// What an inbox delivers into: a PTY session (typed into its prompt) or
 /// an ACP session (sent as a prompt).
@@ -85,9 +84,13 @@ impl Target for SessionHandle {
 /// How long the inbox waits for the program to become idle before it
 /// tries anyway (and the attempt fails, saying why, if it still is not).
 const DELIVERY_WAIT: Duration = Duration::from_secs(600);
+/// How often the store's follower thread looks whether its inbox is gone.
+const FOLLOW_LOOK: Duration = Duration::from_secs(5);
 /// Pause after a failed attempt, doubled up to the limit while failures go on.
 const RETRY_FIRST: Duration = Duration::from_secs(2);
 const RETRY_LIMIT: Duration = Duration::from_secs(60);
+/// The longest pause between tries to record how an attempt ended.
+const RECORD_RETRY_LIMIT: Duration = Duration::from_secs(5);
 /// Messages one notification names unless the runtime says otherwise
 /// (`--batch`): their ids fit one input line of a wide terminal, and a
 /// longer burst takes a few turns, not one per message.
@@ -128,6 +131,9 @@ pub struct Inbox<T: Target> {
 impl<T: Target> Inbox<T> {
     pub async fn run(self) {
         let nudges = self.session.nudges();
+        if let Err(e) = self.follow_store(&nudges).await {
+            tracing::error!("inbox: cannot follow the store: {e}");
+        }
         let mut retry = RETRY_FIRST;
         loop {
             let pause = match self.drain().await {
@@ -150,6 +156,35 @@ impl<T: Target> Inbox<T> {
         }
     }
 
+    /// With a store other hosts write to, a message from another host
+    /// wakes the inbox as a local `send`'s nudge does: a thread waits on
+    /// the store's notifications for this agent until the inbox is gone.
+    async fn follow_store(&self, nudges: &Arc<Notify>) -> Result<(), StoreError> {
+        let agent = self.agent.clone();
+        let follow = with_store(&self.store, move |s| {
+            s.spans_hosts().then(|| s.follow(Some(&agent))).transpose()
+        })
+        .await?;
+        let Some(follow) = follow else { return Ok(()) };
+        let nudges = Arc::downgrade(nudges);
+        std::thread::Builder::new()
+            .name("agent-comms-inbox-follow".into())
+            .spawn(move || loop {
+                let woke = follow.wait(FOLLOW_LOOK);
+                let Some(nudges) = nudges.upgrade() else {
+                    return;
+                };
+                if woke {
+                    nudges.notify_one();
+                }
+            })
+            .map_err(|source| StoreError::Io {
+                path: "inbox follower thread".into(),
+                source,
+            })?;
+        Ok(())
+    }
+
     /// Delivers every waiting message, oldest first, a batch at a time.
     async fn drain(&self) -> Result<(), Stop> {
         // Another runtime of this agent that died mid-delivery holds its
@@ -157,7 +192,7 @@ impl<T: Target> Inbox<T> {
         with_store(&self.store, |s| {
             s.release_attempts(
                 None,
-                unix_millis(),
+                s.now(),
                 "its lease expired: the runtime stopped mid-delivery",
             )
         })
@@ -191,8 +226,7 @@ impl<T: Target> Inbox<T> {
     }
 
     async fn lease(&self) -> Result<Vec<(Invocation, Attempt)>, Stop> {
-        let now = unix_millis();
-        let lease_until = now + self.lease.as_millis() as u64;
+        let lease = self.lease.as_millis() as u64;
         let (agent, runtime, endpoint, limit) = (
             self.agent.clone(),
             self.runtime.clone(),
@@ -200,7 +234,8 @@ impl<T: Target> Inbox<T> {
             self.batch,
         );
         with_store(&self.store, move |s| {
-            s.lease_batch(&agent, &runtime, &endpoint, now, lease_until, limit)
+            let now = s.now();
+            s.lease_batch(&agent, &runtime, &endpoint, now, now + lease, limit)
         })
         .await
         .map_err(Stop::Store)
@@ -251,16 +286,30 @@ impl<T: Target> Inbox<T> {
         attempts: Vec<(i64, String)>,
         result: AttemptResult,
     ) -> Result<(), Stop> {
-        let now_are = with_store(&self.store, move |s| {
-            let ids: Vec<i64> = attempts.iter().map(|(attempt, _)| *attempt).collect();
-            s.finish_attempts(&ids, &result, unix_millis())?;
-            attempts
-                .into_iter()
-                .map(|(_, id)| Ok((s.invocation(&id)?, id)))
-                .collect::<Result<Vec<_>, StoreError>>()
-        })
-        .await
-        .map_err(Stop::Store)?;
+        let mut pause = RETRY_FIRST;
+        let now_are = loop {
+            let (attempts, result) = (attempts.clone(), result.clone());
+            let finished = with_store(&self.store, move |s| {
+                let ids: Vec<i64> = attempts.iter().map(|(attempt, _)| *attempt).collect();
+                s.finish_attempts(&ids, &result, s.now())?;
+                attempts
+                    .into_iter()
+                    .map(|(_, id)| Ok((s.invocation(&id)?, id)))
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .await;
+            match finished {
+                Ok(now_are) => break now_are,
+                // What was typed must be recorded, or it is typed again:
+                // keep trying while the store is out of reach (the store
+                // takes a late report of a delivery nobody leased again).
+                Err(e) => {
+                    tracing::warn!("inbox: recording a delivery: {e}; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RECORD_RETRY_LIMIT);
+                }
+            }
+        };
         for (now_is, id) in now_are {
             let (status, reason) = match now_is {
                 Some(i) => (i.status, i.reason),

@@ -19,7 +19,7 @@ use crate::store::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, NewInvocation, RuntimeRecord,
     RuntimeStatus, Store,
 };
-use crate::time::{iso_from_unix_millis, unix_millis};
+use crate::time::iso_from_unix_millis;
 
 /// Largest body accepted: it lives in the store, not in a terminal.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -110,6 +110,9 @@ pub enum Nudged {
     /// Its endpoint did not answer: the message waits in the store until
     /// the runtime is back.
     Unreachable(String),
+    /// It runs on another host, which learns of the message through the
+    /// shared store; with a wait, how the attempt ended.
+    ByItsHost(Option<InvocationOutcome>),
 }
 
 /// What a `send --wait` hears of the runtime's wait, as it changes (see
@@ -138,7 +141,7 @@ pub fn send(
             body.len()
         )));
     }
-    let now = unix_millis();
+    let now = store.now();
     let runtimes: Vec<RuntimeRecord> = store
         .runtimes()?
         .into_iter()
@@ -148,11 +151,12 @@ pub fn send(
         return Err(ControlError::UnknownAgent(to.to_owned()));
     }
     store.ensure_agent(from, now)?;
-    let local: Vec<&RuntimeRecord> = runtimes
+    let (local, remote): (Vec<&RuntimeRecord>, Vec<&RuntimeRecord>) = runtimes
         .iter()
-        .filter(|r| r.host.as_deref().is_none_or(|h| h == host))
-        .collect();
-    let (status, reason) = if local.is_empty() {
+        .partition(|r| r.host.as_deref().is_none_or(|h| h == host));
+    // A file on this host is read by no other: a runtime elsewhere could
+    // never deliver from it. A shared store is how the other host hears.
+    let (status, reason) = if local.is_empty() && !store.spans_hosts() {
         let r = &runtimes[0];
         let there = r.host.as_deref().unwrap_or("?");
         let reason = format!(
@@ -171,22 +175,71 @@ pub fn send(
         reason: reason.as_deref(),
         now,
     })?;
-    let online = local
-        .iter()
-        .find(|r| effective_status(r, now).0 == RuntimeStatus::Online);
-    let nudge = match (online, status) {
-        (Some(r), InvocationStatus::Pending) => {
-            Some((r.id.clone(), nudge(r, Some(&invocation.id), wait, on_wait)))
-        }
-        _ => None,
+    if status != InvocationStatus::Pending {
+        return Ok(Sent {
+            invocation,
+            nudge: None,
+        });
+    }
+    let nudge = if let Some(r) = online(&local, now) {
+        Some((r.id.clone(), nudge(r, Some(&invocation.id), wait, on_wait)))
+    } else if let Some(r) = online(&remote, now) {
+        let outcome = match wait {
+            Some(wait) => wait_in_store(store, &invocation, wait)?,
+            None => None,
+        };
+        Some((r.id.clone(), Nudged::ByItsHost(outcome)))
+    } else {
+        None
     };
     Ok(Sent { invocation, nudge })
+}
+
+/// The first of `runtimes` that is ONLINE at `now`.
+fn online<'r>(runtimes: &[&'r RuntimeRecord], now: u64) -> Option<&'r RuntimeRecord> {
+    runtimes
+        .iter()
+        .copied()
+        .find(|r| effective_status(r, now).0 == RuntimeStatus::Online)
+}
+
+/// Waits up to `wait` for `inv`'s delivery to end, through the store (its
+/// runtime is on another host): the outcome, or None when time ran out.
+fn wait_in_store(
+    store: &dyn Store,
+    inv: &Invocation,
+    wait: Duration,
+) -> Result<Option<InvocationOutcome>, ControlError> {
+    let deadline = std::time::Instant::now() + wait;
+    let follow = store.follow(Some(&inv.to))?;
+    loop {
+        let now_is = store
+            .invocation(&inv.id)?
+            .ok_or_else(|| ControlError::UnknownInvocation(inv.id.clone()))?;
+        if matches!(
+            now_is.status,
+            InvocationStatus::Delivered | InvocationStatus::Failed
+        ) {
+            return Ok(Some(InvocationOutcome {
+                id: now_is.id,
+                status: now_is.status.to_string(),
+                reason: now_is.reason,
+            }));
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        // Woken by a change to the recipient's messages; the bound only
+        // covers a notification lost while the link was down.
+        follow.wait(left.min(Duration::from_secs(2)));
+    }
 }
 
 /// Puts a message back in its recipient's queue and nudges the runtime.
 pub fn redeliver(store: &dyn Store, host: &str, id: &Id) -> Result<Invocation, ControlError> {
     let id = id.as_str();
-    let now = unix_millis();
+    let now = store.now();
     // An attempt whose runtime died mid-delivery holds the message until
     // its lease runs out; that one may be taken back now.
     store.release_attempts(
@@ -214,10 +267,7 @@ pub fn redeliver(store: &dyn Store, host: &str, id: &Id) -> Result<Invocation, C
         Some("redelivery requested"),
         now,
     )?;
-    if let Some(r) = local
-        .iter()
-        .find(|r| effective_status(r, now).0 == RuntimeStatus::Online)
-    {
+    if let Some(r) = online(&local, now) {
         // Unreachable is no error: the message waits in the store.
         nudge(r, None, None, None);
     }
@@ -300,6 +350,8 @@ pub struct InvocationView {
 pub struct AttemptView {
     pub id: i64,
     pub runtime: String,
+    /// The host whose runtime made the attempt.
+    pub host: Option<String>,
     pub outcome: crate::store::AttemptOutcome,
     pub started: String,
     pub finished: Option<String>,
@@ -349,6 +401,7 @@ impl AttemptView {
         Self {
             id: a.id,
             runtime: a.runtime.clone(),
+            host: a.host.clone(),
             outcome: a.outcome,
             started: iso_from_unix_millis(a.started),
             finished: a.finished.map(iso_from_unix_millis),

@@ -32,7 +32,9 @@ pub use inbox::{DEFAULT_BATCH, MAX_BATCH};
 
 use std::path::PathBuf;
 
-use crate::store::{SqliteStore, StoreError};
+use crate::store::location::{locate, Location};
+use crate::store::postgres::Opener;
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -89,18 +91,38 @@ pub enum ControlError {
     NoGrant(String),
 }
 
-/// The project's store (`<project>/.agent-comms/state.db`).
-pub fn open_store() -> Result<SqliteStore, ControlError> {
-    Ok(SqliteStore::open(&store_path())?)
+/// The project's store: `<project>/.agent-comms/state.db`, or the shared
+/// database its settings name ([`crate::store::location`]).
+pub fn open_store() -> Result<Box<dyn Store>, ControlError> {
+    open_store_in(&state_dir())
+}
+
+/// The store of the project whose state directory is `state_dir`.
+pub fn open_store_in(state_dir: &std::path::Path) -> Result<Box<dyn Store>, ControlError> {
+    let location = locate(state_dir)?;
+    let opener = match &location {
+        Location::Sqlite(_) => None,
+        Location::Postgres(_) => Some(Opener {
+            host: host::host_id()?,
+            name: crate::os::hostname(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }),
+    };
+    Ok(location.open(opener.as_ref())?)
 }
 
 /// Where the project's store is.
+pub fn store_location() -> Result<Location, ControlError> {
+    Ok(locate(&state_dir())?)
+}
+
+/// Where the project's SQLite file is (whether or not it is the store).
 pub fn store_path() -> PathBuf {
     crate::store::state_db_path(&crate::paths::project_root())
 }
 
-/// The project's state directory (`<project>/.agent-comms`): the store,
-/// ACP transcripts.
+/// The project's state directory (`<project>/.agent-comms`): the store or
+/// its settings, ACP transcripts.
 pub fn state_dir() -> PathBuf {
     let db = store_path();
     db.parent().map_or(db.clone(), std::path::Path::to_path_buf)

@@ -13,7 +13,6 @@ use super::inbox::{with_store, Inbox, SharedStore, Target};
 use super::registration::STALE_AFTER_BEATS;
 use super::ControlError;
 use crate::store::{RuntimeRecord, RuntimeStatus};
-use crate::time::unix_millis;
 
 /// What a runtime is published with.
 pub(super) struct Online {
@@ -33,7 +32,8 @@ impl Online {
     /// Publishes `record` ONLINE, served by process `pid`, and returns the
     /// attempts an earlier serve of it held to the queue.
     pub fn publish(&self, record: &mut RuntimeRecord, pid: u32) -> Result<(), ControlError> {
-        let now = unix_millis();
+        let guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let now = guard.now();
         record.status = RuntimeStatus::Online;
         record.status_reason = None;
         record.host = Some(self.host.clone());
@@ -44,7 +44,6 @@ impl Online {
         record.last_heartbeat = Some(now);
         record.provider = self.provider.clone();
         record.updated = now;
-        let guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
         guard.save_runtime(record)?;
         guard.release_attempts(
             Some(&record.id),
@@ -91,7 +90,7 @@ pub(super) fn go_offline(
     reason: &str,
 ) -> Result<(), ControlError> {
     let guard = store.lock().unwrap_or_else(|p| p.into_inner());
-    let now = unix_millis();
+    let now = guard.now();
     guard.set_offline(id, endpoint_id, reason, now)?;
     guard.release_attempts(
         Some(id),
@@ -115,10 +114,10 @@ async fn beat(
     loop {
         ticks.tick().await;
         let (runtime, endpoint_id) = (runtime.clone(), endpoint_id.clone());
-        let now = unix_millis();
-        let lease_until = now + lease.as_millis() as u64;
+        let lease = lease.as_millis() as u64;
         match with_store(&store, move |s| {
-            s.heartbeat(&runtime, &endpoint_id, now, lease_until)
+            let now = s.now();
+            s.heartbeat(&runtime, &endpoint_id, now, now + lease)
         })
         .await
         {

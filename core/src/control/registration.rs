@@ -332,7 +332,7 @@ pub fn bind_conversation(
     conversation: Option<&str>,
     discovery_for: impl Fn(&str) -> Option<Box<dyn ConversationDiscovery>>,
 ) -> Result<String, ControlError> {
-    let now = crate::time::unix_millis();
+    let now = store.now();
     let r = store
         .runtime(id)?
         .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;

@@ -27,7 +27,6 @@ use crate::supervisor::foreground::run_foreground;
 use crate::supervisor::{SessionHandle, SupervisorConfig, DEFAULT_KILL_GRACE};
 use crate::takeover::terminate::{end_process, Ended, TERM_GRACE};
 use crate::takeover::{ConversationDiscovery, Discovery, ProcessInfo, ProviderEnv};
-use crate::time::unix_millis;
 
 /// Default heartbeat interval; a runtime is offline after three missed.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
@@ -66,7 +65,7 @@ pub fn serve(store: Box<dyn Store>, opts: ServeOptions) -> Result<i32, ControlEr
         id: &opts.id,
         kind: RuntimeKind::Interactive,
     };
-    let admission = admit(store.as_ref(), &registry, &serving, unix_millis())?;
+    let admission = admit(store.as_ref(), &registry, &serving, store.now())?;
     let start = plan_start(&StartRequest {
         argv: &opts.argv,
         cwd: opts.cwd.clone(),
@@ -212,7 +211,7 @@ async fn bind_when_discovered(
             }
             let runtime = runtime.clone();
             let bound = with_store(&store, move |s| {
-                s.bind_conversation(&runtime, Some(&found.id), unix_millis())
+                s.bind_conversation(&runtime, Some(&found.id), s.now())
             })
             .await;
             if let Err(e) = bound {

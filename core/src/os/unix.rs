@@ -18,6 +18,19 @@ pub use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use super::NotPrivate;
 
 /// Whether we run as root (some agents need telling they are sandboxed).
+/// This machine's name, for people (hosts are told apart by their ids).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; the name is NUL-ended
+    // unless truncated, which the length bound below handles.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 pub fn running_as_root() -> bool {
     euid() == 0
 }

@@ -61,6 +61,11 @@ impl DirBuilderExt for fs::DirBuilder {
 /// `%LOCALAPPDATA%\agent-comms\run`: per user, not roaming. It holds the
 /// session records and logs; the endpoints themselves are named pipes.
 /// No root on Windows; an elevated process is not told apart yet.
+/// This machine's name, for people (hosts are told apart by their ids).
+pub fn hostname() -> String {
+    std::env::var("COMPUTERNAME").unwrap_or_else(|_| "unknown".into())
+}
+
 pub fn running_as_root() -> bool {
     false
 }

@@ -97,6 +97,11 @@ ALTER TABLE runtimes RENAME COLUMN session_id TO conversation_id;
     r#"
 ALTER TABLE attempts ADD COLUMN ev_stop_reason TEXT;
 "#,
+    // 4: the host whose runtime made an attempt, for `message show`: in a
+    // store several hosts share, which one delivered the message.
+    r#"
+ALTER TABLE attempts ADD COLUMN host TEXT;
+"#,
 ];
 
 /// The schema version this build creates and understands.

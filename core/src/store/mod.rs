@@ -20,14 +20,20 @@
 //! Each committed change to a message wakes the commands following the
 //! store (`message list --follow`, see [`watchers`]), so they never poll.
 //!
-//! Everything goes through the [`Store`] trait so that a shared server
-//! database can later back several hosts; [`SqliteStore`] is the local one.
-//! Times are Unix milliseconds (`u64`) throughout; see [`crate::time`].
+//! Everything goes through the [`Store`] trait: [`SqliteStore`] is the
+//! local one, the zero-set-up default; [`PgStore`] is a PostgreSQL database
+//! that several hosts share as one control plane ([`location`] says which a
+//! project uses). Times are Unix milliseconds (`u64`) throughout, on the
+//! store's clock ([`Store::now`]); see [`crate::time`].
 
 mod check;
+pub mod location;
 mod migrations;
+pub mod postgres;
 mod private;
 mod sqlite;
+#[cfg(test)]
+mod suite;
 pub mod watchers;
 
 use std::fmt;
@@ -37,6 +43,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use check::{check, StoreCheck};
+pub use location::{Location, STORE_ENV};
+pub use postgres::PgStore;
 pub use private::{store_problems, PrivacyProblem};
 pub use sqlite::{state_db_path, SqliteStore};
 
@@ -70,6 +78,26 @@ pub enum StoreError {
     Busy { source: rusqlite::Error },
     #[error("{}", sqlite_message(.0))]
     Sqlite(rusqlite::Error),
+    #[error("{path}: {detail}")]
+    Config { path: PathBuf, detail: String },
+    #[error("the store URL {url} cannot be used: {detail}")]
+    BadUrl { url: String, detail: String },
+    #[error("the database at {url} is unreachable ({detail}); check that its server runs and that this host can reach it, and the URL in {env} or .agent-comms/config.toml", env = location::STORE_ENV)]
+    Unreachable { url: String, detail: String },
+    #[error("the database at {url} refused the login ({detail}); check the user in the URL and the password ({env}, or password_file in .agent-comms/config.toml)", env = location::PASSWORD_ENV)]
+    Refused { url: String, detail: String },
+    #[error("the database at {url} refused a statement ({detail})")]
+    Postgres { url: String, detail: String },
+    #[error("the database at {url} has schema {found}, this agent-comms knows up to {known}; upgrade agent-comms on this host")]
+    DatabaseTooNew { url: String, found: i64, known: i64 },
+    #[error("the database at {url} is not yours alone: {detail}")]
+    NotOurs { url: String, detail: String },
+    #[error("the database holds a row this build cannot read ({0})")]
+    BadRow(String),
+    /// A driver error not yet told with its database (inside a store
+    /// call); the store replaces it before it reaches a caller.
+    #[error("database error: {0}")]
+    Driver(#[source] ::postgres::Error),
 }
 
 impl StoreError {
@@ -263,6 +291,8 @@ pub struct Attempt {
     pub outcome: AttemptOutcome,
     pub reason: Option<String>,
     pub evidence: Option<Evidence>,
+    /// The host whose runtime made it (as its record said when leased).
+    pub host: Option<String>,
 }
 
 /// Failed attempts after which a message is given up on: it goes FAILED
@@ -298,6 +328,19 @@ pub struct InvocationFilter<'a> {
     pub status: Option<InvocationStatus>,
     pub to: Option<&'a str>,
     pub from: Option<&'a str>,
+}
+
+/// Blocks until the store says a message changed (see [`Store::follow`]).
+pub trait Follow: Send {
+    /// Until a change, or `at_most`; true when woken by a change.
+    fn wait(&self, at_most: std::time::Duration) -> bool;
+}
+
+/// The store behind the trait, for what only one back-end has (`store
+/// status`, doctor's checks of the hosts sharing a database).
+pub enum Backend<'a> {
+    Sqlite(&'a SqliteStore),
+    Postgres(&'a PgStore),
 }
 
 /// The control-plane record. Every method is one transaction of its own.
@@ -395,8 +438,11 @@ pub trait Store: Send {
     /// the invocation now has [`MAX_FAILED_ATTEMPTS`] FAILED attempts, FAILED with "gave up after
     /// N failed attempts; the last: reason" (either only if it is still DELIVERING).
     /// Undeliverable(reason): attempt FAILED, invocation FAILED with reason (only if still
-    /// DELIVERING). An attempt no longer IN_PROGRESS is left as it is. Returns how many were
-    /// finished.
+    /// DELIVERING). An attempt no longer IN_PROGRESS is left as it is — except that a
+    /// Delivered report of an attempt released meanwhile (ABANDONED: its lease ran out while
+    /// the host was cut off from the store) still counts while its message waits PENDING and
+    /// nobody has leased it again: it was typed, and typing it again would deliver it twice.
+    /// Returns how many were finished.
     fn finish_attempts(
         &self,
         attempts: &[i64],
@@ -430,6 +476,23 @@ pub trait Store: Send {
     fn attempts(&self, invocation: &str) -> Result<Vec<Attempt>, StoreError>;
     /// IN_PROGRESS attempts whose lease_until < now (for `doctor`; changes nothing), by id.
     fn stale_attempts(&self, now: u64) -> Result<Vec<Attempt>, StoreError>;
+
+    /// Now on the store's clock, which every host sharing it compares
+    /// heartbeats and leases on: this host's clock for a local file, the
+    /// database server's for a shared one.
+    fn now(&self) -> u64 {
+        crate::time::unix_millis()
+    }
+    /// Starts listening for changes to messages (to agent `to`, or to
+    /// anyone); a change committed after this returns wakes [`Follow::wait`].
+    fn follow(&self, to: Option<&str>) -> Result<Box<dyn Follow>, StoreError>;
+    /// Whether processes that cannot reach this host's runtimes (other
+    /// hosts) write to it: an inbox then follows the store itself instead
+    /// of waiting for a local nudge.
+    fn spans_hosts(&self) -> bool {
+        false
+    }
+    fn backend(&self) -> Backend<'_>;
 }
 
 #[cfg(test)]

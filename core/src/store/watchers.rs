@@ -55,8 +55,14 @@ impl Follower {
     }
 
     /// Blocks until a writer says something changed, or `at_most` passed.
-    pub fn wait(&self, at_most: Duration) {
-        self.inner.wait(at_most);
+    pub fn wait(&self, at_most: Duration) -> bool {
+        self.inner.wait(at_most)
+    }
+}
+
+impl super::Follow for Follower {
+    fn wait(&self, at_most: Duration) -> bool {
+        Follower::wait(self, at_most)
     }
 }
 
@@ -110,18 +116,20 @@ mod platform {
             Ok(Self { socket, path })
         }
 
-        pub fn wait(&self, at_most: Duration) {
+        pub fn wait(&self, at_most: Duration) -> bool {
             let _ = self
                 .socket
                 .set_read_timeout(Some(at_most.max(Duration::from_millis(1))));
             let mut buf = [0u8; 16];
-            if self.socket.recv(&mut buf).is_ok() {
-                // Several writers may have told at once: one read of the
-                // store answers them all.
-                let _ = self.socket.set_nonblocking(true);
-                while self.socket.recv(&mut buf).is_ok() {}
-                let _ = self.socket.set_nonblocking(false);
+            if self.socket.recv(&mut buf).is_err() {
+                return false;
             }
+            // Several writers may have told at once: one read of the store
+            // answers them all.
+            let _ = self.socket.set_nonblocking(true);
+            while self.socket.recv(&mut buf).is_ok() {}
+            let _ = self.socket.set_nonblocking(false);
+            true
         }
     }
 
@@ -148,8 +156,9 @@ mod platform {
             Ok(Self)
         }
 
-        pub fn wait(&self, at_most: Duration) {
+        pub fn wait(&self, at_most: Duration) -> bool {
             std::thread::sleep(at_most.min(Duration::from_millis(250)));
+            false
         }
     }
 }

@@ -11,7 +11,6 @@ use agent_comms_core::delivery::{validate, DeliveryOptions};
 use agent_comms_core::display::one_line;
 use agent_comms_core::session::{runtime_id, SessionKind, SessionName};
 use agent_comms_core::socket::protocol::{Request, Response};
-use agent_comms_core::store::Store;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;

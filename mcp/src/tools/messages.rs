@@ -11,8 +11,8 @@ use agent_comms_core::control::registration::RuntimeView;
 use agent_comms_core::control::{host::host_id, open_store, ControlError};
 use agent_comms_core::display::one_line;
 use agent_comms_core::ids::Id;
-use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, SqliteStore, Store};
-use agent_comms_core::time::{iso_from_unix_millis, unix_millis};
+use agent_comms_core::store::{Invocation, InvocationFilter, InvocationStatus, Store};
+use agent_comms_core::time::iso_from_unix_millis;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
@@ -155,7 +155,7 @@ impl From<RuntimeView> for RuntimeEntry {
     }
 }
 
-fn store() -> Result<SqliteStore, ToolError> {
+fn store() -> Result<Box<dyn Store>, ToolError> {
     open_store().map_err(control)
 }
 
@@ -181,7 +181,7 @@ fn is_unread(status: InvocationStatus) -> bool {
     )
 }
 
-fn to_me(store: &SqliteStore, me: &Id) -> Result<Vec<Invocation>, ToolError> {
+fn to_me(store: &dyn Store, me: &Id) -> Result<Vec<Invocation>, ToolError> {
     let filter = InvocationFilter {
         to: Some(me.as_str()),
         ..Default::default()
@@ -192,7 +192,7 @@ fn to_me(store: &SqliteStore, me: &Id) -> Result<Vec<Invocation>, ToolError> {
 /// The messages to `me`, unread first (oldest first), then the rest
 /// (newest first); at most `limit`.
 pub(crate) fn inbox(me: &Id, limit: usize) -> Result<Inbox, ToolError> {
-    let all = to_me(&store()?, me)?;
+    let all = to_me(store()?.as_ref(), me)?;
     let (mut unread, mut read): (Vec<_>, Vec<_>) =
         all.into_iter().partition(|i| is_unread(i.status));
     read.reverse();
@@ -208,7 +208,7 @@ pub(crate) fn inbox(me: &Id, limit: usize) -> Result<Inbox, ToolError> {
 
 /// What changes when a message to `me` arrives or its delivery moves on.
 pub(crate) fn inbox_state(me: &Id) -> Result<Vec<(String, InvocationStatus)>, ToolError> {
-    Ok(to_me(&store()?, me)?
+    Ok(to_me(store()?.as_ref(), me)?
         .into_iter()
         .map(|i| (i.id, i.status))
         .collect())
@@ -217,7 +217,7 @@ pub(crate) fn inbox_state(me: &Id) -> Result<Vec<(String, InvocationStatus)>, To
 /// Blocks until a message to `me` with a higher sequence than `after`
 /// is in the store.
 fn next_message(
-    store: &SqliteStore,
+    store: &dyn Store,
     me: &Id,
     after: i64,
     deadline: Instant,
@@ -258,8 +258,8 @@ impl Server {
             let to = Id::agent(&args.to).map_err(|e| ToolError::new(e.to_string()))?;
             let store = store()?;
             let host = host_id().map_err(control)?;
-            let sent =
-                messages::send(&store, &host, &me, &to, &args.text, wait, None).map_err(control)?;
+            let sent = messages::send(store.as_ref(), &host, &me, &to, &args.text, wait, None)
+                .map_err(control)?;
             let inv = store
                 .invocation(&sent.invocation.id)
                 .map_err(|e| control(e.into()))?
@@ -348,7 +348,7 @@ impl Server {
         let deadline = Instant::now() + wait;
         let message = until_cancelled(context.ct, move |gave_up| {
             let store = store()?;
-            let known = to_me(&store, &me)?;
+            let known = to_me(store.as_ref(), &me)?;
             let after = match &args.after {
                 Some(id) => known
                     .iter()
@@ -357,7 +357,7 @@ impl Server {
                     .ok_or_else(|| control(ControlError::UnknownInvocation(id.clone())))?,
                 None => known.last().map_or(0, |i| i.seq),
             };
-            next_message(&store, &me, after, deadline, gave_up)
+            next_message(store.as_ref(), &me, after, deadline, gave_up)
         })
         .await?
         .map(|inv| MessageEntry::new(&inv));
@@ -382,7 +382,7 @@ impl Server {
         blocking(|| {
             let store = store()?;
             let host = host_id().map_err(control)?;
-            let now = unix_millis();
+            let now = store.now();
             let runtimes: Vec<RuntimeEntry> = store
                 .runtimes()
                 .map_err(|e| control(e.into()))?

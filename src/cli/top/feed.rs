@@ -21,8 +21,7 @@ use agent_comms_core::session::{Registry, SessionRecord};
 use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Event, Request, Response, SessionStatus};
-use agent_comms_core::store::watchers::Follower;
-use agent_comms_core::store::{Invocation, InvocationFilter, RuntimeRecord, Store};
+use agent_comms_core::store::{Invocation, InvocationFilter, RuntimeRecord};
 
 pub const DISCOVER: Duration = Duration::from_secs(1);
 pub const STORE_FALLBACK: Duration = Duration::from_secs(5);
@@ -56,10 +55,12 @@ pub fn watch(record: SessionRecord, to: Sender<Update>) {
 /// the store changed, and at least every [`STORE_FALLBACK`].
 pub fn follow_store(to: Sender<Update>) {
     std::thread::spawn(move || {
-        let follower = Follower::listen(&store_path()).ok();
+        let follower = open_store().ok().and_then(|s| s.follow(None).ok());
         loop {
             match &follower {
-                Some(follower) => follower.wait(STORE_FALLBACK),
+                Some(follower) => {
+                    follower.wait(STORE_FALLBACK);
+                }
                 None => std::thread::sleep(STORE_FALLBACK),
             }
             if to.send(Update::StoreChanged).is_err() {
@@ -102,6 +103,7 @@ pub fn read_store() -> Stored {
     let Ok(store) = open_store() else {
         return Stored::default();
     };
+    let store = store.as_ref();
     let all = InvocationFilter::default();
     Stored {
         runtimes: store.runtimes().unwrap_or_default(),

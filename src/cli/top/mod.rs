@@ -237,7 +237,7 @@ impl Top {
             KeyCode::Enter | KeyCode::Char('m') => match self.selected_message() {
                 Some(id) => match open_store()
                     .map_err(anyhow::Error::from)
-                    .and_then(|s| Ok(show(&s, &Id::message(&id)?)?))
+                    .and_then(|s| Ok(show(s.as_ref(), &Id::message(&id)?)?))
                 {
                     Ok(view) => *mode = Mode::Message(Box::new(view)),
                     Err(e) => self.said = Some(e.to_string()),
