@@ -24,7 +24,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 
-use agent_comms_core::control::{open_store, store_path};
+use agent_comms_core::control::open_existing_store;
 use agent_comms_core::paths::runtime_root;
 use agent_comms_core::session::{Registry, SessionKind};
 use agent_comms_core::socket::is_dialable;
@@ -240,10 +240,7 @@ fn from_store(
         &dyn Store,
     ) -> Result<Vec<CompletionCandidate>, agent_comms_core::store::StoreError>,
 ) -> Vec<CompletionCandidate> {
-    if !store_path().exists() {
-        return Vec::new();
-    }
-    let Ok(store) = open_store() else {
+    let Ok(Some(store)) = open_existing_store() else {
         return Vec::new();
     };
     let store = store.as_ref();

@@ -1,22 +1,36 @@
 //! `agent-comms doctor`: findings with codes and exact repairs.
 
 use agent_comms_core::control::doctor::{
-    acp_findings, examine, store_findings, version_findings, Severity,
+    acp_findings, database_finding, examine, store_findings, version_findings, Severity,
 };
-use agent_comms_core::control::{host::host_id, open_store, store_path};
+use agent_comms_core::control::{host::host_id, open_store, store_location, ControlError};
 use agent_comms_core::display;
+use agent_comms_core::store::Location;
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
     let registry = agent_comms_adapters::registry();
     // A store that is not the user's alone is refused by every command, so
     // it is the finding, and nothing in it is examined.
-    let mut findings = store_findings(&store_path());
+    let mut findings = match store_location()? {
+        Location::Sqlite(path) => store_findings(&path),
+        Location::Postgres(_) => Vec::new(),
+    };
     if findings.is_empty() {
-        let store = open_store()?;
-        let store = store.as_ref();
         let host = host_id()?;
-        findings = examine(store, &host, store.now(), registry.diagnostics())?;
-        findings.extend(acp_findings(registry.entries(), &store.runtimes()?, &host));
+        match open_store() {
+            Ok(store) => {
+                let store = store.as_ref();
+                findings = examine(store, &host, store.now(), registry.diagnostics())?;
+                findings.extend(acp_findings(registry.entries(), &store.runtimes()?, &host));
+            }
+            Err(ControlError::Store(e)) => match database_finding(&e) {
+                // The database, out of reach, is the finding; the rest of
+                // the control plane cannot be read until it is back.
+                Some(finding) => findings.push(finding),
+                None => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        }
     }
     findings.extend(version_findings(registry.entries()));
     if json {

@@ -514,7 +514,8 @@ fn deliver(id: &str, options: DeliverArgs, text: String) -> anyhow::Result<i32> 
     let id = id.to_owned();
     if !view.local {
         let host = view.host.unwrap_or_default();
-        return Err(ControlError::ForeignHost { id, host }.into());
+        let agent = view.agent;
+        return Err(ControlError::ForeignHost { id, agent, host }.into());
     }
     let endpoint = match (view.status, &view.endpoint) {
         (RuntimeStatus::Online, Some(e)) => e.clone(),

@@ -16,10 +16,14 @@ use crate::adapter::profile::{Kind, ProfileError};
 use crate::adapter::{version, Entry};
 use crate::ids::Id;
 use crate::session::runtime_id;
+use crate::session::{Liveness, Registry};
+use crate::socket::is_dialable;
 use crate::socket::ForeignEndpoint;
+use crate::store::postgres::HostSeen;
 use crate::store::{
-    store_problems, Attempt, AttemptOutcome, Invocation, InvocationFilter, InvocationStatus,
-    RuntimeRecord, RuntimeStatus, Store, MAX_FAILED_ATTEMPTS,
+    store_problems, Attempt, AttemptOutcome, Backend, Invocation, InvocationFilter,
+    InvocationStatus, PgStore, RuntimeRecord, RuntimeStatus, Store, StoreError,
+    MAX_FAILED_ATTEMPTS,
 };
 use crate::time::iso_from_unix_millis;
 
@@ -61,8 +65,12 @@ pub fn examine(
             continue;
         }
         findings.extend(mismatch(r));
-        if let Some(foreign) = foreign_host(r, host) {
-            findings.push(foreign);
+        if r.host.as_deref().is_some_and(|h| h != host) {
+            if store.spans_hosts() {
+                findings.extend(remote_runtime(r, host, now));
+            } else {
+                findings.extend(foreign_host(r, host));
+            }
             continue;
         }
         if r.status == RuntimeStatus::Online {
@@ -73,7 +81,118 @@ pub fn examine(
     findings.extend(stale_attempts(store, now)?);
     findings.extend(waiting_messages(store, &runtimes, now)?);
     findings.extend(invalid_profiles(profile_problems));
+    if let Backend::Postgres(db) = store.backend() {
+        findings.extend(shared_database(db, host)?);
+    }
     Ok(findings)
+}
+
+/// A runtime another host serves through the shared store:
+/// `RUNTIME_CLAIMED_TWICE` when a supervisor on this host serves the same
+/// id too (both would take its agent's messages), `REMOTE_RUNTIME_SILENT`
+/// when its host stopped heartbeating (crashed, cut off, asleep): its
+/// messages wait, and the ones it had leased return to the queue when the
+/// lease runs out.
+fn remote_runtime(r: &RuntimeRecord, host: &str, now: u64) -> Option<Finding> {
+    let other = r.host.as_deref().unwrap_or("?");
+    let served_here = runtime_id(&r.id).ok().and_then(|id| {
+        let registry = Registry::new(crate::paths::runtime_root(), is_dialable);
+        match registry.check(&id)? {
+            Liveness::Live(session) => Some(session.supervisor_pid),
+            Liveness::Stale(_) => None,
+        }
+    });
+    if let Some(pid) = served_here {
+        return Some(Finding {
+            code: "RUNTIME_CLAIMED_TWICE",
+            severity: Severity::Error,
+            subject: runtime_subject(r),
+            message: format!(
+                "the store says host {other} serves it, and a supervisor on this host ({host}, pid {pid}) serves it too: both take agent {}'s messages",
+                r.agent
+            ),
+            repair: Some(format!(
+                "stop one of them: agent-comms session kill {} (here), or the same on host {other}",
+                r.id
+            )),
+        });
+    }
+    if r.status != RuntimeStatus::Online || !heartbeat_stale(r, now) {
+        return None;
+    }
+    let last = r
+        .last_heartbeat
+        .map_or_else(|| "never".into(), iso_from_unix_millis);
+    Some(Finding {
+        code: "REMOTE_RUNTIME_SILENT",
+        severity: Severity::Warning,
+        subject: runtime_subject(r),
+        message: format!(
+            "its host {other} has not heartbeaten since {last} (down, cut off from the database, or asleep): messages to agent {} wait for it, and what it had leased returns to the queue",
+            r.agent
+        ),
+        repair: Some(format!(
+            "bring host {other} back, or serve the runtime elsewhere: {} (after agent-comms runtime rm {} on any host)",
+            serve_command(r),
+            r.id
+        )),
+    })
+}
+
+/// A clock further off the database's than this is reported: times a host
+/// writes itself (delivery evidence) stop lining up with the database's.
+pub const SKEW_WARN_MS: i64 = 2_000;
+
+/// What the shared database says of the hosts using it: `CLOCK_SKEW` for
+/// this host's clock (measured now) and any other's (as it last measured),
+/// `HOST_SCHEMA_BEHIND` for a host whose build knows an older schema than
+/// the database has (it is refused until upgraded).
+fn shared_database(db: &PgStore, host: &str) -> Result<Vec<Finding>, ControlError> {
+    let schema = db.schema_version()?;
+    let mut hosts = db.hosts()?;
+    if let Some(me) = hosts.iter_mut().find(|h| h.id == host) {
+        me.skew_ms = db.skew_ms();
+    }
+    Ok(host_findings(&hosts, host, schema))
+}
+
+fn host_findings(hosts: &[HostSeen], host: &str, schema: i64) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for h in hosts {
+        let who = if h.id == host {
+            format!("this host ({}, {})", h.name, h.id)
+        } else {
+            format!("host {} ({})", h.name, h.id)
+        };
+        if h.skew_ms.abs() > SKEW_WARN_MS {
+            let (by, way) = (
+                h.skew_ms.abs(),
+                if h.skew_ms > 0 { "ahead of" } else { "behind" },
+            );
+            findings.push(Finding {
+                code: "CLOCK_SKEW",
+                severity: Severity::Warning,
+                subject: format!("host {}", h.id),
+                message: format!(
+                    "the clock of {who} is {by} ms {way} the database's; leases and heartbeats use the database's clock, but the delivery times it records are its own"
+                ),
+                repair: Some(format!("synchronise the clock of {who} (NTP: timedatectl set-ntp true)")),
+            });
+        }
+        if h.schema < schema {
+            findings.push(Finding {
+                code: "HOST_SCHEMA_BEHIND",
+                severity: Severity::Error,
+                subject: format!("host {}", h.id),
+                message: format!(
+                    "{who} last ran agent-comms {}, which knows schema {}; the database is at schema {schema}, so that build is refused there",
+                    h.version, h.schema
+                ),
+                repair: Some(format!("upgrade agent-comms on {who}")),
+            });
+        }
+    }
+    findings
 }
 
 fn runtime_subject(r: &RuntimeRecord) -> String {
@@ -242,6 +361,33 @@ pub fn store_findings(db: &std::path::Path) -> Vec<Finding> {
             repair: Some(p.repair()),
         })
         .collect()
+}
+
+/// The finding for a shared database that cannot be used from here:
+/// `STORE_UNREACHABLE` (the server is out of reach or refuses the login),
+/// `SCHEMA_MISMATCH` (it is newer than this build), `STORE_NOT_PRIVATE`
+/// (another role owns it); None for any other error.
+pub fn database_finding(e: &StoreError) -> Option<Finding> {
+    let (code, repair) = match e {
+        StoreError::Unreachable { .. } => (
+            "STORE_UNREACHABLE",
+            "check that the database server runs and that this host reaches it (agent-comms store status); the sessions here keep running and reconnect by themselves",
+        ),
+        StoreError::Refused { .. } => (
+            "STORE_UNREACHABLE",
+            "fix the user or the password this host connects with",
+        ),
+        StoreError::DatabaseTooNew { .. } => ("SCHEMA_MISMATCH", "upgrade agent-comms on this host"),
+        StoreError::NotOurs { .. } => ("STORE_NOT_PRIVATE", "connect as the role that owns the schema"),
+        _ => return None,
+    };
+    Some(Finding {
+        code,
+        severity: Severity::Error,
+        subject: "store".into(),
+        message: e.to_string(),
+        repair: Some(repair.into()),
+    })
 }
 
 /// `SCREEN_UNREADABLE`: the adapter has read the screen as neither busy
@@ -734,6 +880,44 @@ mod tests {
         assert!(
             acp_findings_on(&acp_adapter(""), &[acp], "host1", path).is_empty(),
             "without version_args the version is not checked"
+        );
+    }
+
+    #[test]
+    fn hosts_sharing_a_database_are_told_of_skewed_clocks_and_old_builds() {
+        let seen = |id: &str, skew_ms: i64, schema: i64| HostSeen {
+            id: id.into(),
+            name: format!("box-{id}"),
+            version: "0.1.0".into(),
+            schema,
+            skew_ms,
+            seen: 1,
+        };
+        let hosts = [
+            seen("me", 150, 1),
+            seen("ahead", SKEW_WARN_MS + 1, 1),
+            seen("behind", -9_000, 1),
+            seen("old", 0, 0),
+        ];
+        let found = host_findings(&hosts, "me", 1);
+        let codes: Vec<(&str, &str)> = found.iter().map(|f| (f.code, f.subject.as_str())).collect();
+        assert_eq!(
+            codes,
+            [
+                ("CLOCK_SKEW", "host ahead"),
+                ("CLOCK_SKEW", "host behind"),
+                ("HOST_SCHEMA_BEHIND", "host old"),
+            ]
+        );
+        assert!(
+            found[1].message.contains("9000 ms behind"),
+            "{}",
+            found[1].message
+        );
+        assert!(
+            found[2].message.contains("knows schema 0"),
+            "{}",
+            found[2].message
         );
     }
 }

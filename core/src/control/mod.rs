@@ -79,8 +79,14 @@ pub enum ControlError {
     RuntimeId(#[from] crate::session::RuntimeIdError),
     #[error("agent {0} has no runtime on this host; messages to it cannot be delivered from here")]
     NoLocalRuntime(String),
-    #[error("runtime {id} is on another host ({host}); its terminal can only be reached there")]
-    ForeignHost { id: String, host: String },
+    #[error("runtime {id} runs on another host ({host}): keystrokes never cross hosts, so it cannot be typed into from here; send through the store instead, and its host delivers it: agent-comms send --to {agent} TEXT")]
+    ForeignHost {
+        id: String,
+        agent: String,
+        host: String,
+    },
+    #[error("runtime {id} runs on another host ({host}): its provider's conversation can only be found there; run this on that host, or name the conversation: agent-comms runtime bind-conversation {id} CONVERSATION")]
+    RemoteConversation { id: String, host: String },
     #[error("runtime {0} is offline; start it with: agent-comms runtime interactive-serve {0} -- <provider command>")]
     Offline(String),
     #[error("{0}")]
@@ -95,6 +101,15 @@ pub enum ControlError {
 /// database its settings name ([`crate::store::location`]).
 pub fn open_store() -> Result<Box<dyn Store>, ControlError> {
     open_store_in(&state_dir())
+}
+
+/// The project's store if it has one already: readers that should not
+/// create a SQLite file (a dashboard, completions) take None as empty.
+pub fn open_existing_store() -> Result<Option<Box<dyn Store>>, ControlError> {
+    match store_location()? {
+        Location::Sqlite(path) if !path.exists() => Ok(None),
+        _ => open_store().map(Some),
+    }
 }
 
 /// The store of the project whose state directory is `state_dir`.

@@ -342,7 +342,7 @@ pub fn bind_conversation(
             let view = RuntimeView::new(&r, host, now);
             if !view.local {
                 let host = view.host.unwrap_or_default();
-                return Err(ControlError::ForeignHost {
+                return Err(ControlError::RemoteConversation {
                     id: id.to_owned(),
                     host,
                 });

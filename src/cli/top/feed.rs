@@ -15,12 +15,14 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use agent_comms_core::client::Client;
-use agent_comms_core::control::{open_store, store_path};
+use agent_comms_core::control::{open_existing_store, store_path};
 use agent_comms_core::paths::runtime_root;
 use agent_comms_core::session::{Registry, SessionRecord};
 use agent_comms_core::socket::codec::Message;
 use agent_comms_core::socket::is_dialable;
 use agent_comms_core::socket::protocol::{Event, Request, Response, SessionStatus};
+use agent_comms_core::store::watchers::Follower;
+use agent_comms_core::store::Follow;
 use agent_comms_core::store::{Invocation, InvocationFilter, RuntimeRecord};
 
 pub const DISCOVER: Duration = Duration::from_secs(1);
@@ -55,7 +57,15 @@ pub fn watch(record: SessionRecord, to: Sender<Update>) {
 /// the store changed, and at least every [`STORE_FALLBACK`].
 pub fn follow_store(to: Sender<Update>) {
     std::thread::spawn(move || {
-        let follower = open_store().ok().and_then(|s| s.follow(None).ok());
+        // A project without a store yet is followed where its file will
+        // be: the first writer creates it, and wakes this.
+        let follower: Option<Box<dyn Follow>> = match open_existing_store() {
+            Ok(Some(store)) => store.follow(None).ok(),
+            Ok(None) => Follower::listen(&store_path())
+                .ok()
+                .map(|f| Box::new(f) as Box<dyn Follow>),
+            Err(_) => None,
+        };
         loop {
             match &follower {
                 Some(follower) => {
@@ -97,10 +107,7 @@ pub struct Stored {
 /// The store's runtimes and messages; nothing while there is no store (a
 /// dashboard does not create one).
 pub fn read_store() -> Stored {
-    if !store_path().exists() {
-        return Stored::default();
-    }
-    let Ok(store) = open_store() else {
+    let Ok(Some(store)) = open_existing_store() else {
         return Stored::default();
     };
     let store = store.as_ref();

@@ -927,6 +927,30 @@ mod tests {
     }
 
     #[test]
+    fn hosts_opening_an_empty_database_at_once_migrate_it_once() {
+        let (db, _open) = fresh();
+        let url = db.url("127.0.0.1");
+        // Each as its own process would: a connection, and a first look, of
+        // its own (the process-wide note that it is migrated is skipped).
+        std::thread::scope(|scope| {
+            let opens: Vec<_> = (0..6)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let target = Target::parse(&url, None).unwrap();
+                        let conn = Conn::new(target.clone());
+                        conn.run(move |c| schema::migrate(c, &target))
+                    })
+                })
+                .collect();
+            for open in opens {
+                open.join().unwrap().unwrap();
+            }
+        });
+        let store = PgStore::open(Target::parse(&url, None).unwrap(), None).unwrap();
+        assert_eq!(store.schema_version().unwrap(), schema::latest());
+    }
+
+    #[test]
     fn a_wrong_password_and_a_dead_server_are_one_clear_line_each() {
         let (db, _open) = fresh();
         let wrong = db

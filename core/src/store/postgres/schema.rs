@@ -4,9 +4,8 @@
 //! Everything lives in the schema `agent_comms`, which the connecting role
 //! owns and nobody else may use: the database may hold other things, and
 //! other roles may share the server. `agent_comms.meta` holds the version
-//! (how many of [`MIGRATIONS`] were applied). Migrations take a
-//! transaction-scoped advisory lock first, so hosts starting at once apply
-//! each migration once; a database of a newer version is refused before
+//! (how many of [`MIGRATIONS`] were applied). Migrations take an advisory
+//! lock first, so hosts starting at once apply each migration once; a database of a newer version is refused before
 //! anything is changed, as SQLite's is.
 //!
 //! The tables mirror SQLite's (`migrations.rs`) column for column, so both
@@ -130,9 +129,22 @@ pub fn migrate(client: &mut Client, target: &Target) -> Result<(), StoreError> {
     if found == latest() {
         return check_owner(client, target);
     }
-    let mut tx = client.transaction().map_err(|e| target.error(e))?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+    // A session lock taken before the transaction starts: a transaction
+    // that began before another host's migration committed may still look
+    // its catalog up from before it (and find no tables it then creates).
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .map_err(|e| target.error(e))?;
+    let migrated = migrate_locked(client, target);
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
+    migrated?;
+    unlocked.map_err(|e| target.error(e))?;
+    check_owner(client, target)
+}
+
+/// [`migrate`] under the migration lock, in one transaction.
+fn migrate_locked(client: &mut Client, target: &Target) -> Result<(), StoreError> {
+    let mut tx = client.transaction().map_err(|e| target.error(e))?;
     // Under the lock: another host may have migrated meanwhile.
     let found = version(&mut tx, target)?;
     check_version(found, target)?;
@@ -159,8 +171,7 @@ pub fn migrate(client: &mut Client, target: &Target) -> Result<(), StoreError> {
                 ),
             })?;
     }
-    tx.commit().map_err(|e| target.error(e))?;
-    check_owner(client, target)
+    tx.commit().map_err(|e| target.error(e))
 }
 
 fn check_version(found: i64, target: &Target) -> Result<(), StoreError> {
