@@ -48,6 +48,10 @@ const SETUP_DEPENDENT: &[(&str, &str)] = &[
         "claude --mcp-config",
         "runs the Claude Code CLI itself with the snippet",
     ),
+    (
+        "postgres://",
+        "needs a PostgreSQL database (tests/store_cmd.rs runs these commands against one)",
+    ),
 ];
 
 /// Whether `example` is the one `text` names: containing it, or exactly

@@ -475,6 +475,10 @@ fn a_host_cut_off_from_the_database_fails_fast_keeps_its_session_and_loses_nothi
                 .any(|s| s["name"] == "bob"),
             "{ls:#?}"
         );
+        // Everywhere else, its runtime reads OFFLINE once heartbeats stop.
+        wait_until_within(Duration::from_secs(10), "bob offline from host 1", || {
+            json(&one.run_ok(&["runtime", "show", "bob", "--json"]))["status"] == "OFFLINE"
+        });
         let rest = Duration::from_secs(30).saturating_sub(cut_at.elapsed());
         std::thread::sleep(rest);
         two.net.restore();
@@ -482,6 +486,21 @@ fn a_host_cut_off_from_the_database_fails_fast_keeps_its_session_and_loses_nothi
     wait_delivered(&one, &ids, Duration::from_secs(90));
     each_once_in_order(std::slice::from_ref(&ids), &bob.named());
     assert!(bob.submits().iter().all(|s| s["while_busy"] == false));
+    // Back: its heartbeats make it ONLINE everywhere again, and another
+    // host may not claim it while it is.
+    wait_until("bob online again from host 1", || {
+        json(&one.run_ok(&["runtime", "show", "bob", "--json"]))["status"] == "ONLINE"
+    });
+    let claim = one
+        .run(&["--actor", "bob", "runtime", "configure", "bob"])
+        .fails_with_one_line();
+    assert!(claim.stderr.contains("is ONLINE"), "{claim:#?}");
+    assert!(
+        claim
+            .stderr
+            .contains(&format!("(on host {})", two.host_id())),
+        "{claim:#?}"
+    );
 }
 
 #[test]

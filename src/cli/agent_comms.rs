@@ -138,7 +138,8 @@ finding, 1 the check itself could not run.")]
         #[arg(long)]
         json: bool,
     },
-    /// The project's state database: check that it is sound.
+    /// The project's store: check it, see its status, or migrate it from
+    /// SQLite to a PostgreSQL database several hosts share.
     #[command(subcommand)]
     Store(super::store::StoreCommand),
     /// Serve agent-comms to an agent as MCP tools on standard input and

@@ -29,11 +29,13 @@ use super::term::{Term, TermOptions};
 use super::{wait_until, BIN, TIMEOUT};
 
 /// Variables of the person running the tests that must not reach what the
-/// tests start: a log filter, an actor, the `k` session they may be in, and
-/// where providers keep their sessions.
+/// tests start: a log filter, an actor, their store, the `k` session they
+/// may be in, and where providers keep their sessions.
 const INHERITED_NOT: &[&str] = &[
     "AGENT_COMMS_LOG",
     "AGENT_COMMS_ACTOR",
+    "AGENT_COMMS_STORE",
+    "AGENT_COMMS_STORE_PASSWORD",
     "K_SESSION",
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",

@@ -126,6 +126,8 @@ pub struct Inbox<T: Target> {
     pub scan_every: Duration,
     /// The most messages one notification names (1: one by one).
     pub batch: usize,
+    /// A store call failed since the last drain began.
+    pub answer_lost: std::sync::atomic::AtomicBool,
 }
 
 impl<T: Target> Inbox<T> {
@@ -189,15 +191,32 @@ impl<T: Target> Inbox<T> {
     async fn drain(&self) -> Result<(), Stop> {
         // Another runtime of this agent that died mid-delivery holds its
         // messages until the lease runs out; then they are ours to deliver.
-        with_store(&self.store, |s| {
-            s.release_attempts(
+        // And after a store call whose answer was lost (it may still have
+        // committed a lease this inbox never saw, which its heartbeat would
+        // keep alive for good), this runtime's own attempts go back too:
+        // between batches it has none in flight.
+        let own = self
+            .answer_lost
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+            .then(|| self.runtime.clone());
+        with_store(&self.store, move |s| {
+            let now = s.now();
+            let mut released = s.release_attempts(
                 None,
-                s.now(),
+                now,
                 "its lease expired: the runtime stopped mid-delivery",
-            )
+            )?;
+            if let Some(own) = own {
+                released.extend(s.release_attempts(
+                    Some(&own),
+                    now,
+                    "the store's answer to its lease was lost",
+                )?);
+            }
+            Ok(released)
         })
         .await
-        .map_err(Stop::Store)?;
+        .map_err(|e| self.lost(e))?;
         loop {
             // Idle first, lease after: what came in meanwhile joins the batch.
             let wait = DeliveryOptions {
@@ -238,7 +257,7 @@ impl<T: Target> Inbox<T> {
             s.lease_batch(&agent, &runtime, &endpoint, now, now + lease, limit)
         })
         .await
-        .map_err(Stop::Store)
+        .map_err(|e| self.lost(e))
     }
 
     /// Types one notification naming the `leased` messages, records how it
@@ -322,6 +341,16 @@ impl<T: Target> Inbox<T> {
             });
         }
         Ok(())
+    }
+}
+
+impl<T: Target> Inbox<T> {
+    /// A store call failed: whatever it did may still commit (a shared
+    /// database cut off mid-answer), so the next drain starts clean.
+    fn lost(&self, e: StoreError) -> Stop {
+        self.answer_lost
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Stop::Store(e)
     }
 }
 

@@ -135,6 +135,13 @@ pub fn send(
     if body.trim().is_empty() {
         return Err(ControlError::Body("the message is empty".into()));
     }
+    if let Some(at) = body.find('\0') {
+        // Neither a reader's terminal nor PostgreSQL takes one: refused on
+        // every back-end alike.
+        return Err(ControlError::Body(format!(
+            "the message holds a NUL byte (at byte {at}); send text"
+        )));
+    }
     if body.len() > MAX_BODY_BYTES {
         return Err(ControlError::Body(format!(
             "the message is {} bytes; the limit is {MAX_BODY_BYTES}",

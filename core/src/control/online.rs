@@ -75,6 +75,7 @@ impl Online {
                 lease,
                 scan_every: self.heartbeat,
                 batch: self.batch,
+                answer_lost: Default::default(),
             }
             .run(),
         );

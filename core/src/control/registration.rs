@@ -69,21 +69,27 @@ pub fn remove(
             .runtime(id)?
             .ok_or_else(|| ControlError::UnknownRuntime(id.to_owned()))?;
         if effective_status(&r, now).0 == RuntimeStatus::Online {
-            let kill = format!("agent-comms session kill {id}");
-            let stop = match r.host.as_deref() {
-                Some(other) if other != host => format!("{kill} (on host {other})"),
-                _ => kill,
-            };
-            return Err(ControlError::StillOnline {
-                id: id.to_owned(),
-                stop,
-            });
+            return Err(still_online(&r, host));
         }
         // Changed between the read and the delete (a serve started, or a
         // supervisor went offline): judged again as it is now.
         if store.remove_runtime(&r)? {
             return Ok(r);
         }
+    }
+}
+
+/// Why a runtime served right now keeps its record, and what stops it:
+/// ending its session, on the host that serves it.
+fn still_online(r: &RuntimeRecord, host: &str) -> ControlError {
+    let kill = format!("agent-comms session kill {}", r.id);
+    let stop = match r.host.as_deref() {
+        Some(other) if other != host => format!("{kill} (on host {other})"),
+        _ => kill,
+    };
+    ControlError::StillOnline {
+        id: r.id.clone(),
+        stop,
     }
 }
 
@@ -284,7 +290,8 @@ pub struct Configure<'a> {
     pub max_concurrent: Option<u32>,
 }
 
-/// Creates or updates a runtime record and claims it for this host.
+/// Creates or updates a runtime record and claims it for this host; one
+/// another host serves right now is refused.
 pub fn configure(
     store: &dyn Store,
     host: &str,
@@ -292,6 +299,14 @@ pub fn configure(
     now: u64,
 ) -> Result<RuntimeRecord, ControlError> {
     let mut r = match store.runtime(c.id.as_str())? {
+        // Claiming it for this host while another serves it would leave
+        // two hosts taking its agent's messages.
+        Some(r)
+            if r.host.as_deref().is_some_and(|h| h != host)
+                && effective_status(&r, now).0 == RuntimeStatus::Online =>
+        {
+            return Err(still_online(&r, host));
+        }
         Some(r) => r,
         None => {
             let agent = c.agent.ok_or_else(|| ControlError::NoActor {

@@ -27,13 +27,16 @@
 //! store's clock ([`Store::now`]); see [`crate::time`].
 
 mod check;
+pub mod copy;
 pub mod location;
 mod migrations;
 pub mod postgres;
 mod private;
 mod sqlite;
+pub mod status;
 #[cfg(test)]
 mod suite;
+mod tally;
 pub mod watchers;
 
 use std::fmt;
@@ -47,6 +50,7 @@ pub use location::{Location, STORE_ENV};
 pub use postgres::PgStore;
 pub use private::{store_problems, PrivacyProblem};
 pub use sqlite::{state_db_path, SqliteStore};
+pub use tally::Tally;
 
 /// What went wrong with the state database, and what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +90,8 @@ pub enum StoreError {
     Unreachable { url: String, detail: String },
     #[error("the database at {url} refused the login ({detail}); check the user in the URL and the password ({env}, or password_file in .agent-comms/config.toml)", env = location::PASSWORD_ENV)]
     Refused { url: String, detail: String },
+    #[error("the database at {url} was too busy to answer ({detail}); retry, and if it persists look for a stuck agent-comms process or a long transaction on the server")]
+    Contended { url: String, detail: String },
     #[error("the database at {url} refused a statement ({detail})")]
     Postgres { url: String, detail: String },
     #[error("the database at {url} has schema {found}, this agent-comms knows up to {known}; upgrade agent-comms on this host")]

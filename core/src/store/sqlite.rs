@@ -23,6 +23,8 @@ use super::{
 };
 use crate::os::OpenOptionsExt;
 
+mod whole;
+
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

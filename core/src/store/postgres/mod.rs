@@ -22,7 +22,9 @@
 //! ONLINE; `doctor` reports an offset large enough to matter.
 
 mod conn;
+mod copy;
 mod follow;
+mod inspect;
 mod schema;
 mod target;
 
@@ -34,6 +36,7 @@ use std::time::Instant;
 use postgres::{GenericClient, Row};
 
 use self::conn::Conn;
+pub use self::inspect::Peek;
 pub use self::target::{is_postgres_url, without_password, Target};
 use super::{
     Agent, Attempt, AttemptResult, Evidence, Follow, Invocation, InvocationFilter,
@@ -160,7 +163,7 @@ impl PgStore {
     /// Every host that has used the database, by id.
     pub fn hosts(&self) -> Result<Vec<HostSeen>, StoreError> {
         self.query(
-            "SELECT id, name, version, schema, skew_ms, seen FROM hosts ORDER BY id",
+            "SELECT id, name, version, schema, skew_ms, seen FROM hosts ORDER BY id COLLATE \"C\"",
             vec![],
             |r| {
                 Ok(HostSeen {
@@ -450,15 +453,13 @@ fn new_invocation_id() -> String {
 
 impl Store for PgStore {
     fn ensure_agent(&self, id: &str, now: u64) -> Result<Agent, StoreError> {
-        let sql = "WITH ins AS (INSERT INTO agents (id, created) VALUES ($1, $2) \
-                     ON CONFLICT (id) DO NOTHING RETURNING id, created) \
-                   SELECT id, created FROM ins UNION ALL \
-                   SELECT id, created FROM agents WHERE id = $1";
+        // DO UPDATE, not DO NOTHING: it waits for a concurrent insert of the
+        // same agent and returns that row (DO NOTHING would return none, and
+        // the statement's snapshot, taken before the wait, could not see it).
+        let sql = "INSERT INTO agents (id, created) VALUES ($1, $2) \
+                   ON CONFLICT (id) DO UPDATE SET id = agents.id RETURNING id, created";
         self.query_opt(sql, vec![p(id.to_owned()), p(ms(now))], agent_row)?
-            .ok_or_else(|| StoreError::Postgres {
-                url: self.target().shown().to_owned(),
-                detail: format!("agent {id} was neither inserted nor found"),
-            })
+            .ok_or_else(|| StoreError::BadRow(format!("agent {id} was neither inserted nor found")))
     }
 
     fn agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
@@ -471,7 +472,7 @@ impl Store for PgStore {
 
     fn agents(&self) -> Result<Vec<Agent>, StoreError> {
         self.query(
-            "SELECT id, created FROM agents ORDER BY id",
+            "SELECT id, created FROM agents ORDER BY id COLLATE \"C\"",
             vec![],
             agent_row,
         )
@@ -484,8 +485,11 @@ impl Store for PgStore {
     }
 
     fn runtimes(&self) -> Result<Vec<RuntimeRecord>, StoreError> {
-        const SQL: &str =
-            const_format::concatcp!("SELECT ", RUNTIME_COLS, " FROM runtimes ORDER BY id");
+        const SQL: &str = const_format::concatcp!(
+            "SELECT ",
+            RUNTIME_COLS,
+            " FROM runtimes ORDER BY id COLLATE \"C\""
+        );
         self.query(SQL, vec![], runtime_row)
     }
 

@@ -5,8 +5,9 @@
 //! owns and nobody else may use: the database may hold other things, and
 //! other roles may share the server. `agent_comms.meta` holds the version
 //! (how many of [`MIGRATIONS`] were applied). Migrations take an advisory
-//! lock first, so hosts starting at once apply each migration once; a database of a newer version is refused before
-//! anything is changed, as SQLite's is.
+//! lock first, so hosts starting at once apply each migration once; a
+//! database of a newer version is refused before anything is changed, as
+//! SQLite's is.
 //!
 //! The tables mirror SQLite's (`migrations.rs`) column for column, so both
 //! back-ends keep one meaning; times are Unix milliseconds (`BIGINT`).

@@ -126,10 +126,19 @@ impl Target {
             if [
                 SqlState::LOCK_NOT_AVAILABLE,
                 SqlState::QUERY_CANCELED,
-                SqlState::ADMIN_SHUTDOWN,
-                SqlState::CANNOT_CONNECT_NOW,
                 SqlState::T_R_SERIALIZATION_FAILURE,
                 SqlState::T_R_DEADLOCK_DETECTED,
+            ]
+            .contains(code)
+            {
+                return StoreError::Contended {
+                    url: self.shown.clone(),
+                    detail: db.message().to_owned(),
+                };
+            }
+            if [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
                 SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
             ]
             .contains(code)
