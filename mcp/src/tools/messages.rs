@@ -24,8 +24,9 @@ use crate::reply::{blocking, Reply, ToolError, ToolResult};
 use crate::wait::{until_cancelled, CANCEL_CHECK};
 use crate::Server;
 
-/// How often `message_wait` looks at the store: a local SQLite read costs
-/// microseconds, and a message waits at most this long to be seen.
+/// How often the inbox resource looks at the store: a local SQLite read
+/// costs microseconds, and a change waits at most this long to be seen.
+/// (`message_wait` is woken by the store itself.)
 pub(crate) const STORE_CHECK: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -223,6 +224,11 @@ fn next_message(
     deadline: Instant,
     gave_up: &AtomicBool,
 ) -> Result<Option<Invocation>, ToolError> {
+    // Woken by the store when a message to `me` changes (from any host,
+    // with a shared store); the bound is for the call being cancelled.
+    let follow = store
+        .follow(Some(me.as_str()))
+        .map_err(|e| control(e.into()))?;
     loop {
         if let Some(inv) = to_me(store, me)?.into_iter().find(|i| i.seq > after) {
             return Ok(Some(inv));
@@ -231,7 +237,7 @@ fn next_message(
             return Ok(None);
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        std::thread::sleep(left.min(STORE_CHECK).min(CANCEL_CHECK));
+        follow.wait(left.min(CANCEL_CHECK));
     }
 }
 
