@@ -208,7 +208,7 @@ fn fake_pty(bench: &Bench, repo: &Path) -> anyhow::Result<Series> {
     let project = Project::new(bench, "acp-pty")?;
     let log = FakeLog::new(bench, "acp-pty-claude")?;
     let mut served = Served::start(bench, &project, repo, &CLAUDE, &log, 0)?;
-    served.wait_online(bench, &project)?;
+    served.wait_online(&project)?;
     std::thread::sleep(IDLE);
     let idle_rss = crate::procs::rss_mb(served.pid().context("interactive-serve has no pid")?)?;
     let texts: Vec<String> = (0..=bench.plan.acp_deliveries)

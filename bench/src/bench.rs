@@ -17,7 +17,11 @@
 //! command can touch the store of the project the benchmark is run from;
 //! the measurements that use a store give it one of their own. Variables
 //! that the person running the benchmark may have set for their own work
-//! (their actor, a log filter) are not passed on.
+//! (their actor, a log filter, the store they use) are not passed on.
+//!
+//! Those two directories are what makes a host to agent-comms (the home
+//! holds the host's id), so a measurement that needs several hosts gets
+//! another pair beside them ([`Bench::other_host`]), swept the same way.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,8 @@ use std::process::Command;
 
 use agent_comms_core::paths::{HOME_ENV, PROJECT_ENV, RUNTIME_DIR_ENV};
 use agent_comms_core::session::SessionRecord;
+use agent_comms_core::store::location::PASSWORD_ENV;
+use agent_comms_core::store::STORE_ENV;
 use anyhow::{bail, Context};
 use nix::sys::signal::Signal;
 
@@ -57,6 +63,9 @@ pub struct Plan {
     pub busy_deliveries: usize,
     /// `send --wait` and `runtime deliver` calls timed into a served runtime.
     pub messages: usize,
+    /// `send --wait` calls timed per way between hosts (same host on
+    /// SQLite, on PostgreSQL, across hosts).
+    pub host_sends: usize,
     /// Messages queued to an offline runtime, then drained.
     pub queued: usize,
     /// Store CLI calls timed per command.
@@ -93,6 +102,7 @@ impl Plan {
             deliveries: 100,
             busy_deliveries: 50,
             messages: 50,
+            host_sends: 100,
             queued: 1000,
             store_calls: 50,
             store_ops: 1000,
@@ -120,6 +130,7 @@ impl Plan {
             deliveries: 10,
             busy_deliveries: 5,
             messages: 10,
+            host_sends: 10,
             queued: 50,
             store_calls: 10,
             store_ops: 100,
@@ -178,7 +189,7 @@ impl Bench {
             target_dir,
             scratch,
         };
-        for dir in ["runtime", "home", "agent-comms-home", "project"] {
+        for dir in [RUNTIME, "home", "agent-comms-home", "project"] {
             bench.private_dir(dir)?;
         }
         let scratch = bench.scratch.path().to_owned();
@@ -204,7 +215,25 @@ impl Bench {
     }
 
     pub fn runtime_dir(&self) -> PathBuf {
-        self.scratch.path().join("runtime")
+        self.host().runtime
+    }
+
+    /// The host every measurement runs on unless it says otherwise.
+    pub fn host(&self) -> Host {
+        let scratch = self.scratch.path();
+        Host {
+            home: scratch.join("agent-comms-home"),
+            runtime: scratch.join(RUNTIME),
+        }
+    }
+
+    /// Another host on this machine, `name`: a home and a runtime
+    /// directory of its own in the scratch directory.
+    pub fn other_host(&self, name: &str) -> anyhow::Result<Host> {
+        Ok(Host {
+            home: self.private_dir(&format!("agent-comms-home-{name}"))?,
+            runtime: self.private_dir(&format!("{RUNTIME}-{name}"))?,
+        })
     }
 
     /// `agent-comms` with the private runtime directory.
@@ -237,12 +266,8 @@ impl Bench {
     /// environment, less [`NOT_PASSED_ON`]): the private directories and
     /// the neutral terminal of [`Bench::neutral_env`].
     pub fn our_env(&self) -> Vec<(&'static str, OsString)> {
-        let scratch = self.scratch.path();
-        let mut vars = vec![
-            (RUNTIME_DIR_ENV, self.runtime_dir().into()),
-            (HOME_ENV, scratch.join("agent-comms-home").into()),
-            (PROJECT_ENV, scratch.join("project").into()),
-        ];
+        let mut vars = self.host().vars().to_vec();
+        vars.push((PROJECT_ENV, self.scratch.path().join("project").into()));
         vars.extend(self.neutral_vars());
         vars
     }
@@ -262,11 +287,7 @@ impl Bench {
 
     /// The record of a live session in the private runtime directory.
     pub fn record(&self, name: &str) -> anyhow::Result<SessionRecord> {
-        let path = self.runtime_dir().join(format!("{name}.json"));
-        let text = std::fs::read(&path)
-            .with_context(|| format!("no session record {}", path.display()))?;
-        serde_json::from_slice(&text)
-            .with_context(|| format!("unreadable session record {}", path.display()))
+        self.host().record(name)
     }
 
     /// Ends a session's supervisor by pid: SIGTERM (the supervisor ends its
@@ -279,7 +300,53 @@ impl Bench {
 /// Variables of the person running the benchmark that its agent-comms and
 /// `k` processes must not see: they would act as that person's agent, in
 /// that person's session, or log for them.
-pub const NOT_PASSED_ON: &[&str] = &["K_SESSION", "AGENT_COMMS_ACTOR", "AGENT_COMMS_LOG"];
+pub const NOT_PASSED_ON: &[&str] = &[
+    "K_SESSION",
+    "AGENT_COMMS_ACTOR",
+    "AGENT_COMMS_LOG",
+    STORE_ENV,
+    PASSWORD_ENV,
+];
+
+/// The runtime directory's name in the scratch directory (another host's
+/// is `runtime-NAME`).
+const RUNTIME: &str = "runtime";
+
+/// What makes a host to agent-comms: its home (the host's id is in it, so
+/// two homes are two hosts to a shared store) and its runtime directory
+/// (its sessions' records and sockets).
+#[derive(Clone)]
+pub struct Host {
+    home: PathBuf,
+    runtime: PathBuf,
+}
+
+impl Host {
+    /// What puts an agent-comms process on this host.
+    pub fn vars(&self) -> [(&'static str, OsString); 2] {
+        [
+            (RUNTIME_DIR_ENV, self.runtime.clone().into()),
+            (HOME_ENV, self.home.clone().into()),
+        ]
+    }
+
+    /// The host's id, which its first agent-comms command made.
+    pub fn id(&self) -> anyhow::Result<String> {
+        let path = self.home.join("host-id");
+        let id = std::fs::read_to_string(&path)
+            .with_context(|| format!("no host id in {}", path.display()))?;
+        Ok(id.trim().to_owned())
+    }
+
+    /// The record of a live session on this host.
+    pub fn record(&self, name: &str) -> anyhow::Result<SessionRecord> {
+        let path = self.runtime.join(format!("{name}.json"));
+        let text = std::fs::read(&path)
+            .with_context(|| format!("no session record {}", path.display()))?;
+        serde_json::from_slice(&text)
+            .with_context(|| format!("unreadable session record {}", path.display()))
+    }
+}
 
 impl Drop for Bench {
     /// The safety net for what a failed measurement left behind.
@@ -288,28 +355,37 @@ impl Drop for Bench {
     }
 }
 
-/// Ends every supervisor with a record, and every tmux server with a socket,
-/// under `scratch`.
+/// Ends every supervisor with a record in a host's runtime directory, and
+/// every tmux server with a socket, under `scratch`.
 fn sweep(scratch: &Path) {
-    let runtime = scratch.join("runtime");
-    for entry in std::fs::read_dir(&runtime).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let record = std::fs::read(&path)
-                .ok()
-                .and_then(|t| serde_json::from_slice::<SessionRecord>(&t).ok());
-            if let Some(record) = record {
-                procs::stop(record.supervisor_pid, Signal::SIGTERM);
+    let is_runtime = |dir: &Path| {
+        dir.parent() == Some(scratch)
+            && dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.split('-').next() == Some(RUNTIME))
+    };
+    let entries = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten();
+    for runtime in entries(scratch).map(|e| e.path()).filter(|d| is_runtime(d)) {
+        for entry in entries(&runtime) {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let record = std::fs::read(&path)
+                    .ok()
+                    .and_then(|t| serde_json::from_slice::<SessionRecord>(&t).ok());
+                if let Some(record) = record {
+                    procs::stop(record.supervisor_pid, Signal::SIGTERM);
+                }
             }
         }
     }
     let mut dirs = vec![scratch.to_owned()];
     while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for entry in entries(&dir) {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() && entry.path() != runtime {
+            if kind.is_dir() && !is_runtime(&entry.path()) {
                 dirs.push(entry.path());
             } else if std::os::unix::fs::FileTypeExt::is_socket(&kind) {
                 // Dropping the handle ends the server, if one still runs.

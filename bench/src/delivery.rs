@@ -31,8 +31,7 @@ use agent_comms_core::control::messages::{named_ids, notification, Named};
 use agent_comms_core::control::DEFAULT_BATCH;
 use agent_comms_core::delivery::Evidence;
 use agent_comms_core::store::{
-    AttemptResult, Invocation, InvocationFilter, InvocationStatus, NewInvocation, SqliteStore,
-    Store,
+    AttemptResult, Invocation, InvocationFilter, InvocationStatus, NewInvocation, Store,
 };
 use agent_comms_core::time::unix_millis;
 use anyhow::{ensure, Context};
@@ -52,7 +51,7 @@ const TITLE: &str = "Interactive runtimes: delivery (issue 5)";
 /// (the fakes' default).
 const TURN_MS: u64 = 300;
 /// The fake's busy time per message while a queue drains.
-const DRAIN_TURN_MS: u64 = 20;
+pub const DRAIN_TURN_MS: u64 = 20;
 /// How long the tmux script polls for the text in the history before the
 /// message counts as lost.
 const SCRIPT_VERIFY: Duration = Duration::from_secs(2);
@@ -481,7 +480,7 @@ fn messages(bench: &Bench, repo: &Path) -> Vec<Row> {
         let project = Project::new(bench, "messages")?;
         let log = FakeLog::new(bench, "served-claude")?;
         let mut served = Served::start(bench, &project, repo, &CLAUDE, &log, 0)?;
-        served.wait_online(bench, &project)?;
+        served.wait_online(&project)?;
         let store = project.store()?;
         let mut expected = Vec::new();
         let (mut sends, mut delivers) = (Vec::new(), Vec::new());
@@ -538,23 +537,38 @@ fn drain(bench: &Bench, repo: &Path) -> Vec<Row> {
         "agent-comms inbox; fake claude, `FAKE_BUSY_MS={DRAIN_TURN_MS}`, built-in profile \
          (debounce {debounce}, Enter delay {enter_delay})"
     );
-    let drained = match drained(bench, repo, n) {
+    let drained =
+        Project::new(bench, "drain").and_then(|project| drained(bench, repo, &project, &project));
+    queue_rows(n, &what, &system, drained, Some(DRAIN_GOAL_S))
+}
+
+/// The rows of a drained queue of `n` (see [`drained`]): from the start to
+/// the last delivery (judged against `goal_s`, if any), the agent turns,
+/// the rate and the pace.
+pub fn queue_rows(
+    n: usize,
+    what: &str,
+    system: &str,
+    drained: anyhow::Result<Drained>,
+    goal_s: Option<f64>,
+) -> Vec<Row> {
+    let drained = match drained {
         Ok(d) => d,
-        Err(e) => return vec![Row::new(&what, &system, Err(format!("{e:#}")))],
+        Err(e) => return vec![Row::new(what, system, Err(format!("{e:#}")))],
     };
     let secs = drained.total.as_secs_f64();
     let mut total = Row::new(
-        &what,
+        what,
         &format!("{system}: from starting `interactive-serve` to the last delivery"),
         Ok(stats::one(Quantity::Seconds(secs))),
     );
-    total.target = format!(
-        "{}; {}",
-        drained.tally.verdict(),
-        judge(&format!("≤ {DRAIN_GOAL_S} s"), Some(secs <= DRAIN_GOAL_S))
-    );
+    total.target = drained.tally.verdict();
+    if let Some(goal) = goal_s {
+        let met = judge(&format!("≤ {goal} s"), Some(secs <= goal));
+        total.target = format!("{}; {met}", total.target);
+    }
     let mut turns = Row::new(
-        &what,
+        what,
         &format!("{system}: agent turns used (notifications typed)"),
         Ok(stats::one(Quantity::Count(drained.tally.turns as f64))),
     );
@@ -567,36 +581,43 @@ fn drain(bench: &Bench, repo: &Path) -> Vec<Row> {
         total,
         turns,
         Row::new(
-            &what,
+            what,
             &format!("{system}: rate"),
             Ok(stats::one(Quantity::MessagesPerSec(n as f64 / secs))),
         ),
         Row::new(
-            &what,
+            what,
             &format!("{system}: from one delivery to the next"),
             Ok(latencies(&drained.intervals)),
         ),
     ]
 }
 
-struct Drained {
+pub struct Drained {
     total: Duration,
     intervals: Vec<Duration>,
     tally: Tally,
 }
 
-/// `runtime configure`, `n` `send`s, then `interactive-serve`: until the
-/// fake has received `n` messages and the store has recorded them.
-fn drained(bench: &Bench, repo: &Path, n: usize) -> anyhow::Result<Drained> {
-    let project = Project::new(bench, "drain")?;
-    project.configure(bench)?;
+/// `runtime configure` in `recipient`, [`Plan::queued`](crate::bench::Plan)
+/// `send`s from `sender` (the same project, or one on another host sharing
+/// its database), then `interactive-serve` in `recipient`: until the fake
+/// has received them all and the store has recorded them.
+pub fn drained(
+    bench: &Bench,
+    repo: &Path,
+    recipient: &Project,
+    sender: &Project,
+) -> anyhow::Result<Drained> {
+    let n = bench.plan.queued;
+    recipient.configure(bench)?;
     for i in 0..n {
-        project.send(bench, &format!("queued message {i}"), false)?;
+        sender.send(bench, &format!("queued message {i}"), false)?;
     }
-    let log = FakeLog::new(bench, "drain-claude")?;
+    let log = FakeLog::new(bench, &format!("drain-claude-{}", recipient.name()))?;
     let start = unix_millis();
-    let mut served = Served::start(bench, &project, repo, &CLAUDE, &log, DRAIN_TURN_MS)?;
-    let store = project.store()?;
+    let mut served = Served::start(bench, recipient, repo, &CLAUDE, &log, DRAIN_TURN_MS)?;
+    let store = recipient.store()?;
     let to_receiver = |status| InvocationFilter {
         status,
         to: Some(RECEIVER),
@@ -618,7 +639,7 @@ fn drained(bench: &Bench, repo: &Path, n: usize) -> anyhow::Result<Drained> {
             .windows(2)
             .map(|w| Duration::from_millis(w[1] - w[0]))
             .collect(),
-        tally: Tally::count(bench, &project, &queued, &log)?,
+        tally: Tally::count(bench, recipient, &queued, &log)?,
     })
 }
 
@@ -738,7 +759,7 @@ fn store(bench: &Bench) -> Vec<Row> {
 fn store_samples(bench: &Bench, ops: usize, calls: usize) -> anyhow::Result<[Vec<Duration>; 5]> {
     let project = Project::new(bench, "store")?;
     project.configure(bench)?;
-    let (inserts, leases) = store_ops(&project.store()?, ops)?;
+    let (inserts, leases) = store_ops(&*project.store()?, ops)?;
     let (mut lists, mut sends, mut versions) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..calls {
         let (took, listed) = project.list(bench, &[])?;
@@ -759,8 +780,8 @@ fn store_samples(bench: &Bench, ops: usize, calls: usize) -> anyhow::Result<[Vec
 }
 
 /// `n` inserts, then `n` leases each finished as delivered, each timed
-/// alone.
-fn store_ops(store: &SqliteStore, n: usize) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+/// alone, on the store's clock. The project's runtime must be configured.
+pub fn store_ops(store: &dyn Store, n: usize) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     let mut inserts = Vec::with_capacity(n);
     for i in 0..n {
         let body = format!("stored message {i}");
@@ -770,7 +791,7 @@ fn store_ops(store: &SqliteStore, n: usize) -> anyhow::Result<(Vec<Duration>, Ve
             body: &body,
             status: InvocationStatus::Pending,
             reason: None,
-            now: unix_millis(),
+            now: store.now(),
         };
         let start = Instant::now();
         store.insert_invocation(&new)?;
@@ -778,7 +799,7 @@ fn store_ops(store: &SqliteStore, n: usize) -> anyhow::Result<(Vec<Duration>, Ve
     }
     let mut leases = Vec::with_capacity(n);
     for _ in 0..n {
-        let now = unix_millis();
+        let now = store.now();
         let evidence = Evidence {
             echoed: now,
             entered: now,

@@ -17,6 +17,7 @@ mod bench;
 mod cells;
 mod delivery;
 mod fanout;
+mod hosts;
 mod machine;
 mod mcp;
 mod procs;
@@ -73,6 +74,7 @@ enum SectionName {
     Acp,
     Fanout,
     Mcp,
+    Hosts,
     /// Not in the default run: it lasts 10 minutes (the drain after), which
     /// a run of every section should not pay each time; name it.
     Soak,
@@ -99,6 +101,7 @@ impl SectionName {
             Self::Acp => acp::section(bench),
             Self::Fanout => fanout::section(bench),
             Self::Mcp => mcp::section(bench),
+            Self::Hosts => hosts::section(bench),
             Self::Soak => {
                 let (section, found) = soak::section(bench);
                 broken.extend(found);

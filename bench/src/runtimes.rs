@@ -1,6 +1,7 @@
-//! What the delivery section drives: the fake providers of `tests/fakes`
-//! and their logs, projects with a store of their own, and runtimes served
-//! in a terminal the benchmark opens.
+//! What the delivery and hosts sections drive: the fake providers of
+//! `tests/fakes` and their logs, projects (each on a host, with a store of
+//! its own or a database shared with others), and runtimes served in a
+//! terminal the benchmark opens.
 //!
 //! The fakes log every submission, so a series is checked against what
 //! the program received, not against what agent-comms believes. Projects
@@ -10,6 +11,7 @@
 //! it gets a PTY whose output is read (a terminal nobody reads stalls the
 //! program) and in which nobody types; it is ended by pid.
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,13 +20,14 @@ use std::time::{Duration, Instant};
 
 use agent_comms_core::adapter::Profile;
 use agent_comms_core::paths::PROJECT_ENV;
-use agent_comms_core::store::{RuntimeStatus, SqliteStore, Store};
+use agent_comms_core::store::postgres::Target;
+use agent_comms_core::store::{PgStore, RuntimeStatus, SqliteStore, Store, STORE_ENV};
 use anyhow::{bail, ensure, Context};
 use nix::sys::signal::Signal;
 use portable_pty::{Child, CommandBuilder, MasterPty};
 use serde_json::Value;
 
-use crate::bench::{Bench, NOT_PASSED_ON};
+use crate::bench::{Bench, Host, NOT_PASSED_ON};
 use crate::procs;
 use crate::workload::STEP_TIMEOUT;
 
@@ -241,29 +244,65 @@ impl FakeLog {
     }
 }
 
-/// A project directory with a store of its own, under `target/`; removed
-/// when dropped.
+/// A project directory (a checkout) on a host, with a store: its own
+/// SQLite file, or a PostgreSQL database it shares with other checkouts;
+/// removed when dropped.
 pub struct Project {
     dir: tempfile::TempDir,
+    host: Host,
+    /// The shared database's URL, password included; None for the file.
+    shared: Option<String>,
 }
 
 impl Project {
+    /// A project on the benchmark's own host, with its own SQLite file.
     pub fn new(bench: &Bench, name: &str) -> anyhow::Result<Self> {
+        Self::on(bench, name, bench.host(), None)
+    }
+
+    /// A project on `host` whose store is the database at `shared` (a
+    /// `postgres://` URL with its password), or its own SQLite file.
+    pub fn on(bench: &Bench, name: &str, host: Host, shared: Option<&str>) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("bench-project-{name}."))
             .tempdir_in(&bench.target_dir)
             .context("cannot create a project directory under target/")?;
-        Ok(Self { dir })
+        Ok(Self {
+            dir,
+            host,
+            shared: shared.map(str::to_owned),
+        })
     }
 
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
+    /// Its directory's name: unique among the projects of a run.
+    pub fn name(&self) -> String {
+        self.dir
+            .path()
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// What puts an agent-comms process in this project: the project, its
+    /// host, and its store when shared (over [`Bench::our_env`]).
+    fn vars(&self) -> Vec<(&'static str, OsString)> {
+        let mut vars = vec![(PROJECT_ENV, self.path().into())];
+        vars.extend(self.host.vars());
+        vars.extend(self.shared.as_ref().map(|url| (STORE_ENV, url.into())));
+        vars
+    }
+
     /// `agent-comms` acting in this project.
     pub fn agent_comms(&self, bench: &Bench) -> Command {
         let mut cmd = bench.agent_comms();
-        cmd.env(PROJECT_ENV, self.path());
+        cmd.envs(self.vars());
         cmd
     }
 
@@ -316,8 +355,12 @@ impl Project {
         Ok((took, listed))
     }
 
-    pub fn store(&self) -> anyhow::Result<SqliteStore> {
-        Ok(SqliteStore::open_in(self.path())?)
+    /// Its store, opened in this process.
+    pub fn store(&self) -> anyhow::Result<Box<dyn Store>> {
+        Ok(match &self.shared {
+            None => Box::new(SqliteStore::open_in(self.path())?),
+            Some(url) => Box::new(PgStore::open(Target::parse(url, None)?, None)?),
+        })
     }
 }
 
@@ -370,10 +413,9 @@ impl Served {
         for var in NOT_PASSED_ON {
             cmd.env_remove(var);
         }
-        for (k, v) in bench.our_env() {
+        for (k, v) in bench.our_env().into_iter().chain(project.vars()) {
             cmd.env(k, v);
         }
-        cmd.env(PROJECT_ENV, project.path());
         let turn_ms = turn_ms.to_string();
         for (k, v) in fake.env(log, &turn_ms) {
             cmd.env(k, v);
@@ -432,12 +474,13 @@ impl Served {
     /// Until the store says the runtime is online, served by this serve:
     /// its record names the provider of this serve's session (a serve
     /// killed before it left the record ONLINE, naming its own).
-    pub fn wait_online(&mut self, bench: &Bench, project: &Project) -> anyhow::Result<()> {
+    pub fn wait_online(&mut self, project: &Project) -> anyhow::Result<()> {
         let store = project.store()?;
         let deadline = Instant::now() + STEP_TIMEOUT;
         loop {
             self.check_running()?;
-            let provider = bench
+            let provider = project
+                .host()
                 .record(RECEIVER)
                 .ok()
                 .filter(|s| Some(s.supervisor_pid) == self.pid())

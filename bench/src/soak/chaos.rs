@@ -279,7 +279,7 @@ impl<'a> Chaos<'a> {
             self.log,
             self.turn_ms,
         )?;
-        served.wait_online(self.bench, self.project)?;
+        served.wait_online(self.project)?;
         self.tally.starts += 1;
         self.submits_at_start = self.log.submits()?.len();
         self.served = Some(served);
