@@ -377,6 +377,10 @@ pub fn database_finding(e: &StoreError) -> Option<Finding> {
             "STORE_UNREACHABLE",
             "fix the user or the password this host connects with",
         ),
+        StoreError::Untrusted { .. } => (
+            "STORE_UNREACHABLE",
+            "name the CA that signed the server's certificate with sslrootcert=FILE in the URL",
+        ),
         StoreError::DatabaseTooNew { .. } => ("SCHEMA_MISMATCH", "upgrade agent-comms on this host"),
         StoreError::NotOurs { .. } => ("STORE_NOT_PRIVATE", "connect as the role that owns the schema"),
         _ => return None,

@@ -88,6 +88,8 @@ pub enum StoreError {
     BadUrl { url: String, detail: String },
     #[error("the database at {url} is unreachable ({detail}); check that its server runs and that this host can reach it, and the URL in {env} or .agent-comms/config.toml", env = location::STORE_ENV)]
     Unreachable { url: String, detail: String },
+    #[error("the database at {url} presented a TLS certificate no root it trusts signed ({detail}); name the CA that signed it with sslrootcert=FILE in the URL")]
+    Untrusted { url: String, detail: String },
     #[error("the database at {url} refused the login ({detail}); check the user in the URL and the password ({env}, or password_file in .agent-comms/config.toml)", env = location::PASSWORD_ENV)]
     Refused { url: String, detail: String },
     #[error("the database at {url} was too busy to answer ({detail}); retry, and if it persists look for a stuck agent-comms process or a long transaction on the server")]

@@ -139,6 +139,8 @@ pub(super) fn init(bin: &Path, owner: Option<Owner>) -> Result<TempDir, String> 
         ));
     }
 
+    tls(dir.path(), &data, owner)?;
+
     let hba = data.join("pg_hba.conf");
     let mut rules = fs::read_to_string(&hba).map_err(|e| io_err("read pg_hba.conf", e))?;
     rules.push_str(&format!(
@@ -146,4 +148,39 @@ pub(super) fn init(bin: &Path, owner: Option<Owner>) -> Result<TempDir, String> 
     ));
     fs::write(&hba, rules).map_err(|e| io_err("write pg_hba.conf", e))?;
     Ok(dir)
+}
+
+/// The server's TLS certificate, for `localhost` and 127.0.0.1, signed by
+/// a CA made for this cluster alone: `data/server.crt` and `server.key`
+/// (the postmaster's, 0600), and the CA a client trusts in `ca.crt`.
+/// Made with rcgen, so no `openssl` program is needed.
+fn tls(dir: &Path, data: &Path, owner: Option<Owner>) -> Result<(), String> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let bad = |e: rcgen::Error| format!("cannot make the test server's certificate: {e}");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(bad)?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "agent-comms test CA");
+    let ca_key = KeyPair::generate().map_err(bad)?;
+    let ca_cert = ca.self_signed(&ca_key).map_err(bad)?;
+    let issuer = Issuer::new(ca, ca_key);
+    let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .map_err(bad)?;
+    let server_key = KeyPair::generate().map_err(bad)?;
+    let server_cert = server.signed_by(&server_key, &issuer).map_err(bad)?;
+    let write = |path: &Path, text: String, mode: u32| -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot chmod {}: {e}", path.display()))
+    };
+    write(&dir.join("ca.crt"), ca_cert.pem(), 0o644)?;
+    write(&data.join("server.crt"), server_cert.pem(), 0o644)?;
+    write(&data.join("server.key"), server_key.serialize_pem(), 0o600)?;
+    if let Some(owner) = owner {
+        for name in ["server.crt", "server.key"] {
+            owner.chown(&data.join(name))?;
+        }
+    }
+    Ok(())
 }

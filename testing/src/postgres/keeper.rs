@@ -108,6 +108,8 @@ impl Cluster {
             .args(["-c", "listen_addresses=0.0.0.0"])
             .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
             .args(["-c", "full_page_writes=off", "-c", "max_connections=200"])
+            // TLS when a client asks (sslmode=require); plain otherwise.
+            .args(["-c", "ssl=on"])
             .current_dir(&self.base)
             .stdin(Stdio::null())
             .stdout(

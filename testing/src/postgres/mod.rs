@@ -143,6 +143,12 @@ impl Server {
     }
 
     /// `postgres://agentcomms_admin:PASSWORD@127.0.0.1:PORT/postgres`.
+    /// The CA (PEM) that signed the server's TLS certificate, which is
+    /// for `localhost` and 127.0.0.1: `?sslmode=require&sslrootcert=` it.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.base.join("ca.crt")
+    }
+
     pub fn admin_url(&self) -> String {
         format!(
             "postgres://{ADMIN}:{ADMIN_PASSWORD}@127.0.0.1:{}/postgres",

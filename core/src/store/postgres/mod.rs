@@ -977,6 +977,48 @@ mod tests {
     }
 
     #[test]
+    fn tls_when_the_url_asks_verified_against_its_root() {
+        let server = agent_comms_testing::postgres::server().unwrap();
+        let (db, _open) = fresh();
+        let ca = server.ca_cert();
+        let tls = format!(
+            "{}?sslmode=require&sslrootcert={}",
+            db.url("127.0.0.1"),
+            ca.display()
+        );
+        let store = PgStore::open(Target::parse(&tls, None).unwrap(), None).unwrap();
+        assert!(encrypted(&store), "sslmode=require made a plain connection");
+        // Without the URL asking, no TLS.
+        let plain =
+            PgStore::open(Target::parse(&db.url("127.0.0.1"), None).unwrap(), None).unwrap();
+        assert!(!encrypted(&plain));
+        // A server whose certificate no trusted root signed is refused:
+        // here the system's roots, which never signed the test CA's.
+        let unverified = format!("{}?sslmode=require", db.url("127.0.0.1"));
+        let err = PgStore::open(Target::parse(&unverified, None).unwrap(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no root it trusts signed"), "{err}");
+        assert!(err.contains("sslrootcert=FILE"), "{err}");
+        assert!(!err.contains(db.password()), "{err}");
+    }
+
+    /// Whether the store's connection is TLS, as the server sees it.
+    fn encrypted(store: &PgStore) -> bool {
+        store
+            .conn
+            .run(|c| {
+                c.query_one(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .map(|r| r.get(0))
+                .map_err(StoreError::Driver)
+            })
+            .unwrap()
+    }
+
+    #[test]
     fn another_roles_schema_is_not_ours() {
         let (db, open) = fresh();
         drop(open());

@@ -154,6 +154,12 @@ impl Target {
             Some(cause) => format!("{e}: {cause}"),
             None => e.to_string(),
         };
+        if detail.contains("invalid peer certificate") {
+            return StoreError::Untrusted {
+                url: self.shown.clone(),
+                detail,
+            };
+        }
         self.unreachable(detail)
     }
 
