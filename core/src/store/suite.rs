@@ -58,7 +58,7 @@ pub(crate) fn runtime(id: &str, agent: &str, endpoint_id: &str) -> RuntimeRecord
         pid: Some(4242),
         last_heartbeat: Some(1_000),
         heartbeat_ms: 2_000,
-        provider: Some("claude".into()),
+        provider: Some("an-adapter".into()),
         conversation_id: Some("sess-1".into()),
         status_reason: None,
         updated: 1_000,

@@ -112,7 +112,23 @@ fn rows<T>(
 
 /// Inserts every row of `s` as it is, then moves the sequences past them.
 fn write(c: &mut impl GenericClient, s: &Snapshot) -> Result<(), postgres::Error> {
-    for rows in s.agents.chunks(CHUNK) {
+    write_agents(c, &s.agents)?;
+    write_runtimes(c, &s.runtimes)?;
+    write_invocations(c, &s.invocations)?;
+    write_attempts(c, &s.attempts)?;
+    c.batch_execute(
+        "SELECT setval(pg_get_serial_sequence('agent_comms.invocations', 'seq'), \
+                       coalesce(max(seq), 1), max(seq) IS NOT NULL) FROM invocations; \
+         SELECT setval(pg_get_serial_sequence('agent_comms.attempts', 'id'), \
+                       coalesce(max(id), 1), max(id) IS NOT NULL) FROM attempts;",
+    )
+}
+
+fn write_agents(
+    c: &mut impl GenericClient,
+    agents: &[crate::store::Agent],
+) -> Result<(), postgres::Error> {
+    for rows in agents.chunks(CHUNK) {
         let id: Vec<&str> = rows.iter().map(|a| a.id.as_str()).collect();
         let created: Vec<i64> = rows.iter().map(|a| ms(a.created)).collect();
         c.execute(
@@ -120,7 +136,14 @@ fn write(c: &mut impl GenericClient, s: &Snapshot) -> Result<(), postgres::Error
             &[&id, &created],
         )?;
     }
-    for rows in s.runtimes.chunks(CHUNK) {
+    Ok(())
+}
+
+fn write_runtimes(
+    c: &mut impl GenericClient,
+    runtimes: &[crate::store::RuntimeRecord],
+) -> Result<(), postgres::Error> {
+    for rows in runtimes.chunks(CHUNK) {
         let text = |f: fn(&crate::store::RuntimeRecord) -> &str| -> Vec<&str> {
             rows.iter().map(f).collect()
         };
@@ -160,7 +183,14 @@ fn write(c: &mut impl GenericClient, s: &Snapshot) -> Result<(), postgres::Error
             ],
         )?;
     }
-    for rows in s.invocations.chunks(CHUNK) {
+    Ok(())
+}
+
+fn write_invocations(
+    c: &mut impl GenericClient,
+    invocations: &[crate::store::Invocation],
+) -> Result<(), postgres::Error> {
+    for rows in invocations.chunks(CHUNK) {
         let text = |f: fn(&crate::store::Invocation) -> &str| -> Vec<&str> {
             rows.iter().map(f).collect()
         };
@@ -190,7 +220,14 @@ fn write(c: &mut impl GenericClient, s: &Snapshot) -> Result<(), postgres::Error
             ],
         )?;
     }
-    for rows in s.attempts.chunks(CHUNK) {
+    Ok(())
+}
+
+fn write_attempts(
+    c: &mut impl GenericClient,
+    attempts: &[crate::store::Attempt],
+) -> Result<(), postgres::Error> {
+    for rows in attempts.chunks(CHUNK) {
         let text =
             |f: fn(&crate::store::Attempt) -> &str| -> Vec<&str> { rows.iter().map(f).collect() };
         let evidence = |f: fn(&crate::delivery::Evidence) -> i64| -> Vec<Option<i64>> {
@@ -238,10 +275,5 @@ fn write(c: &mut impl GenericClient, s: &Snapshot) -> Result<(), postgres::Error
             ],
         )?;
     }
-    c.batch_execute(
-        "SELECT setval(pg_get_serial_sequence('agent_comms.invocations', 'seq'), \
-                       coalesce(max(seq), 1), max(seq) IS NOT NULL) FROM invocations; \
-         SELECT setval(pg_get_serial_sequence('agent_comms.attempts', 'id'), \
-                       coalesce(max(id), 1), max(id) IS NOT NULL) FROM attempts;",
-    )
+    Ok(())
 }
