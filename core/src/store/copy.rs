@@ -235,9 +235,8 @@ fn unstorable(s: &Snapshot) -> Option<String> {
 mod tests {
     use super::*;
     use crate::delivery::Evidence;
-    use crate::store::{
-        AttemptOutcome, AttemptResult, InvocationFilter, NewInvocation, RuntimeStatus, Store,
-    };
+    use crate::store::suite::runtime;
+    use crate::store::{AttemptOutcome, AttemptResult, InvocationFilter, NewInvocation, Store};
 
     /// A fresh database, and the store to look at it.
     fn database() -> (agent_comms_testing::postgres::Database, Target) {
@@ -249,27 +248,6 @@ mod tests {
 
     fn open(target: &Target) -> PgStore {
         PgStore::open(target.clone(), None).unwrap()
-    }
-
-    fn runtime(id: &str, agent: &str) -> RuntimeRecord {
-        RuntimeRecord {
-            id: id.into(),
-            agent: agent.into(),
-            kind: "INTERACTIVE".into(),
-            connector: "INTERACTIVE".into(),
-            max_concurrent: 1,
-            status: RuntimeStatus::Online,
-            host: Some("h_test".into()),
-            endpoint: Some("/tmp/x.sock".into()),
-            endpoint_id: Some("ep1".into()),
-            pid: Some(42),
-            last_heartbeat: Some(1_000),
-            heartbeat_ms: 2_000,
-            provider: Some("claude-code".into()),
-            conversation_id: None,
-            status_reason: None,
-            updated: 1_000,
-        }
     }
 
     fn send(s: &dyn Store, to: &str, body: &str) -> Invocation {
@@ -290,7 +268,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = crate::store::state_db_path(dir.path());
         let s = SqliteStore::open(&path).unwrap();
-        s.save_runtime(&runtime("rt-bob", "bob")).unwrap();
+        s.save_runtime(&runtime("rt-bob", "bob", "ep1")).unwrap();
         let delivered = send(&s, "bob", "one");
         let (_, a) = s
             .lease_next("bob", "rt-bob", "ep1", 2_000, 9_000)
@@ -351,7 +329,8 @@ mod tests {
         let new = send(&pg, "carol", "three");
         let last = file.invocations.iter().map(|i| i.seq).max().unwrap();
         assert!(new.seq > last, "{} after {last}", new.seq);
-        pg.save_runtime(&runtime("rt-carol", "carol")).unwrap();
+        pg.save_runtime(&runtime("rt-carol", "carol", "ep1"))
+            .unwrap();
         let (_, a) = pg
             .lease_next("carol", "rt-carol", "ep1", 5_000, 9_000)
             .unwrap()
