@@ -1,19 +1,33 @@
 //! `agent-comms doctor`: findings with codes and exact repairs.
 
 use agent_comms_core::control::doctor::{
-    acp_findings, database_finding, examine, store_findings, version_findings, Severity,
+    acp_findings, database_finding, examine, privacy_finding, store_findings, version_findings,
+    Severity,
 };
-use agent_comms_core::control::{host::host_id, open_store, store_location, ControlError};
+use agent_comms_core::control::{
+    host::host_id, open_store, store_location, store_path, ControlError,
+};
 use agent_comms_core::display;
-use agent_comms_core::store::Location;
+use agent_comms_core::store::{Location, StoreError};
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
     let registry = agent_comms_adapters::registry();
     // A store that is not the user's alone is refused by every command, so
     // it is the finding, and nothing in it is examined.
-    let mut findings = match store_location()? {
-        Location::Sqlite(path) => store_findings(&path),
-        Location::Postgres(_) => Vec::new(),
+    let mut findings = match store_location() {
+        Ok(Location::Sqlite(path)) => store_findings(&path),
+        Ok(Location::Postgres(_)) => Vec::new(),
+        // The settings naming the store are not the user's alone: nothing
+        // they say is followed, and the directory holding them is checked
+        // as the store's would be.
+        Err(ControlError::Store(StoreError::NotPrivate(p))) => {
+            let mut found = store_findings(&store_path());
+            if found.is_empty() {
+                found.push(privacy_finding(&p));
+            }
+            found
+        }
+        Err(e) => return Err(e.into()),
     };
     if findings.is_empty() {
         let host = host_id()?;

@@ -22,7 +22,7 @@ use crate::socket::ForeignEndpoint;
 use crate::store::postgres::HostSeen;
 use crate::store::{
     store_problems, Attempt, AttemptOutcome, Backend, Invocation, InvocationFilter,
-    InvocationStatus, PgStore, RuntimeRecord, RuntimeStatus, Store, StoreError,
+    InvocationStatus, PgStore, PrivacyProblem, RuntimeRecord, RuntimeStatus, Store, StoreError,
     MAX_FAILED_ATTEMPTS,
 };
 use crate::time::iso_from_unix_millis;
@@ -351,16 +351,19 @@ fn foreign_endpoint(r: &RuntimeRecord, foreign: &ForeignEndpoint) -> Finding {
 /// `STORE_NOT_PRIVATE`: the state directory or database at `db` is not
 /// the user's alone. Nothing else is examined then: the store is refused.
 pub fn store_findings(db: &std::path::Path) -> Vec<Finding> {
-    store_problems(db)
-        .into_iter()
-        .map(|p| Finding {
-            code: "STORE_NOT_PRIVATE",
-            severity: Severity::Error,
-            subject: "store".into(),
-            message: p.what(),
-            repair: Some(p.repair()),
-        })
-        .collect()
+    store_problems(db).iter().map(privacy_finding).collect()
+}
+
+/// `STORE_NOT_PRIVATE` for one problem: the state directory, the database
+/// or the project's settings that name the store.
+pub fn privacy_finding(p: &PrivacyProblem) -> Finding {
+    Finding {
+        code: "STORE_NOT_PRIVATE",
+        severity: Severity::Error,
+        subject: "store".into(),
+        message: p.what(),
+        repair: Some(p.repair()),
+    }
 }
 
 /// The finding for a shared database that cannot be used from here:

@@ -6,7 +6,9 @@
 //! password never sits in `config.toml` (a project file, often committed):
 //! it comes from the URL in the environment, from `AGENT_COMMS_STORE_PASSWORD`,
 //! or from a `password_file` that must be the user's alone (0600), like the
-//! state database itself.
+//! state database itself. And since whoever writes `config.toml` chooses
+//! where every message goes, it (and its directory) must be writable by the
+//! user alone before it is read.
 //!
 //! ```toml
 //! # <project>/.agent-comms/config.toml
@@ -106,6 +108,7 @@ pub fn locate(state_dir: &Path) -> Result<Location, StoreError> {
 }
 
 fn read_config(path: &Path) -> Result<ProjectConfig, StoreError> {
+    super::private::check_settings(path)?;
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ProjectConfig::default()),
@@ -198,6 +201,25 @@ mod tests {
         assert_eq!(
             password(Some(Path::new("pw")), &dir.path().join(CONFIG_FILE)).unwrap(),
             Some("s3cret".into())
+        );
+    }
+
+    #[test]
+    fn settings_others_may_write_are_refused_before_they_are_read() {
+        let dir = state_dir_with("store = \"postgres://mallory@evil.example/loot\"\n");
+        let config = dir.path().join(CONFIG_FILE);
+        fs::set_permissions(&config, fs::Permissions::from_mode(0o666)).unwrap();
+        let err = locate(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("mode 666"), "{err}");
+        assert!(!err.contains("evil.example"), "it was read: {err}");
+        fs::set_permissions(&config, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let err = locate(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("writable by other users"), "{err}");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(
+            locate(dir.path()).unwrap().shown(),
+            "postgres://mallory@evil.example/loot"
         );
     }
 

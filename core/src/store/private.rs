@@ -80,6 +80,27 @@ pub(crate) fn ensure_state_dir(dir: &Path) -> Result<(), StoreError> {
     problem_of(dir, true).map_or(Ok(()), |p| Err(StoreError::NotPrivate(p)))
 }
 
+/// The project's settings (`config.toml`) name its store: a file another
+/// user wrote, or may write — or one in a directory they may write — could
+/// point the project at a database of theirs, which would then receive
+/// every message. Checked, with its directory, before it is read; reading
+/// it is allowed to others (it holds no password).
+pub(crate) fn check_settings(file: &Path) -> Result<(), StoreError> {
+    if let Some(p) = file.parent().and_then(|d| problem_of(d, true)) {
+        return Err(StoreError::NotPrivate(p));
+    }
+    let Ok(meta) = fs::metadata(file) else {
+        return Ok(());
+    };
+    crate::os::check_unwritable_dir(&meta).map_err(|problem| {
+        StoreError::NotPrivate(PrivacyProblem {
+            path: file.to_path_buf(),
+            dir: false,
+            problem,
+        })
+    })
+}
+
 /// The first of the database's files (itself, `-wal`, `-shm`) that exists
 /// and is not the user's alone.
 pub(crate) fn check_db_files(db: &Path) -> Result<(), StoreError> {
