@@ -18,19 +18,34 @@
 //! token, via GetNamedPipeServerProcessId); without it a record left by a
 //! killed supervisor names a pipe another user could then create.
 //!
+//! Clients open the pipe for overlapped I/O ([`ClientStream`]): a read can
+//! then wait with a deadline, `attach` writes keys from one thread while
+//! another reads output, and a detach wakes the blocked reader.
+//!
 //! There is no file to remove afterwards: a pipe ends with its last handle,
 //! so a dead supervisor never leaves a stale endpoint.
 
 use std::io::{self, Read, Write};
 use std::os::windows::ffi::OsStrExt;
 use std::os::windows::fs::OpenOptionsExt;
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
-use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_PIPE_BUSY};
-use windows_sys::Win32::Storage::FileSystem::SECURITY_IDENTIFICATION;
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_IO_PENDING, ERROR_OPERATION_ABORTED,
+    ERROR_PIPE_BUSY, ERROR_PIPE_NOT_CONNECTED, HANDLE, WAIT_OBJECT_0,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    ReadFile, WriteFile, FILE_FLAG_OVERLAPPED, SECURITY_IDENTIFICATION,
+};
 use windows_sys::Win32::System::Pipes::WaitNamedPipeW;
+use windows_sys::Win32::System::Threading::{
+    CreateEventW, SetEvent, WaitForMultipleObjects, WaitForSingleObject, INFINITE,
+};
+use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
 use super::{BindOutcome, Listener, SocketError};
 
@@ -99,49 +114,175 @@ pub fn split(stream: Stream) -> (ReadHalf, WriteHalf) {
     tokio::io::split(stream)
 }
 
-/// A connection as a short-lived command sees it (blocking).
-pub struct ClientStream(std::fs::File);
+/// A connection as a short-lived command sees it (blocking), on a pipe
+/// handle opened for overlapped I/O: a read can then wait with a deadline,
+/// a second thread can write while one reads (`attach`), and a shutdown
+/// wakes a blocked reader. Synchronous pipe I/O can do none of the three:
+/// Windows serializes it per handle and it has no timeout.
+pub struct ClientStream {
+    pipe: Arc<Pipe>,
+    read_timeout: Mutex<Option<Duration>>,
+}
+
+/// The pipe handle shared by a stream and its clones, and the event that
+/// [`ClientStream::shutdown`] sets to end every wait on it.
+struct Pipe {
+    handle: OwnedHandle,
+    shut: Event,
+}
+
+/// A manual-reset event, closed on drop.
+struct Event(OwnedHandle);
+
+impl Event {
+    fn new() -> io::Result<Self> {
+        // SAFETY: no attributes or name; a null handle means failure.
+        let h = unsafe { CreateEventW(std::ptr::null(), 1, 0, std::ptr::null()) };
+        if h.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh handle that we own.
+        Ok(Self(unsafe { OwnedHandle::from_raw_handle(h) }))
+    }
+
+    fn raw(&self) -> HANDLE {
+        self.0.as_raw_handle()
+    }
+}
+
+/// Which way one overlapped operation goes.
+enum Op<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+impl Pipe {
+    /// Runs one overlapped read or write to its end, at most `timeout`
+    /// (then `TimedOut`), or until the stream is shut down (then a read
+    /// sees the end of the stream, a write a broken pipe).
+    fn io(&self, op: Op<'_>, timeout: Option<Duration>) -> io::Result<usize> {
+        let h = self.handle.as_raw_handle();
+        let done = Event::new()?;
+        // SAFETY: plain data; zero is the documented initial state.
+        let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
+        ov.hEvent = done.raw();
+        let is_read = matches!(op, Op::Read(_));
+        let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        // SAFETY: the buffer and `ov` outlive the operation: every path
+        // below waits for it to complete (or be cancelled) before return.
+        let started = unsafe {
+            match op {
+                Op::Read(buf) => ReadFile(
+                    h,
+                    buf.as_mut_ptr(),
+                    len(buf.len()),
+                    std::ptr::null_mut(),
+                    &mut ov,
+                ),
+                Op::Write(buf) => WriteFile(
+                    h,
+                    buf.as_ptr(),
+                    len(buf.len()),
+                    std::ptr::null_mut(),
+                    &mut ov,
+                ),
+            }
+        };
+        if started == 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(ERROR_IO_PENDING as i32) {
+                return ended(e, is_read);
+            }
+            let ms = timeout.map_or(INFINITE, |t| {
+                u32::try_from(t.as_millis()).unwrap_or(INFINITE - 1)
+            });
+            let events = [done.raw(), self.shut.raw()];
+            // SAFETY: two valid event handles.
+            let woke = unsafe { WaitForMultipleObjects(2, events.as_ptr(), 0, ms) };
+            if woke != WAIT_OBJECT_0 {
+                // SAFETY: cancels only this operation; it then completes.
+                unsafe { CancelIoEx(h, &ov) };
+            }
+        }
+        let mut n = 0;
+        // SAFETY: waits for the operation started above to complete.
+        if unsafe { GetOverlappedResult(h, &ov, &mut n, 1) } == 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(c) if c == ERROR_OPERATION_ABORTED as i32 && self.is_shut() => {
+                    ended(io::ErrorKind::BrokenPipe.into(), is_read)
+                }
+                Some(c) if c == ERROR_OPERATION_ABORTED as i32 => {
+                    Err(io::ErrorKind::TimedOut.into())
+                }
+                _ => ended(e, is_read),
+            };
+        }
+        Ok(n as usize)
+    }
+
+    fn is_shut(&self) -> bool {
+        // SAFETY: a valid event handle; zero timeout.
+        unsafe { WaitForSingleObject(self.shut.raw(), 0) == WAIT_OBJECT_0 }
+    }
+}
+
+/// A read that finds the pipe closed by the server (or the stream shut
+/// down) has reached the end of the stream, as a socket's would.
+fn ended(e: io::Error, is_read: bool) -> io::Result<usize> {
+    let closed = e.kind() == io::ErrorKind::BrokenPipe
+        || e.raw_os_error() == Some(ERROR_BROKEN_PIPE as i32)
+        || e.raw_os_error() == Some(ERROR_PIPE_NOT_CONNECTED as i32);
+    if closed && is_read {
+        Ok(0)
+    } else {
+        Err(e)
+    }
+}
 
 impl ClientStream {
-    /// Missing on Windows: a second handle for a writer thread. The pipe is
-    /// opened for synchronous I/O, which Windows serializes per handle (and
-    /// its duplicates), so a write would wait behind the blocked read of
-    /// the other thread. `attach` and `watch` need overlapped I/O first.
+    /// A second handle on the connection, for a writer thread.
     pub fn try_clone(&self) -> io::Result<Self> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "attach and watch are not supported on Windows yet (the endpoint cannot be read and written at once); use `session snapshot` and `session send`",
-        ))
+        Ok(Self {
+            pipe: self.pipe.clone(),
+            read_timeout: Mutex::new(None),
+        })
     }
 
-    /// Missing on Windows for the same reason (synchronous pipe I/O has no
-    /// timeout): waits with a deadline say they are unsupported.
-    pub fn set_read_timeout(&self, _timeout: Option<std::time::Duration>) -> io::Result<()> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "waiting with a timeout is not supported on Windows yet (the endpoint's reads cannot time out)",
-        ))
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        *self.read_timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
+        Ok(())
     }
 
-    /// See [`ClientStream::try_clone`]: there is no second handle to end.
+    /// Ends every wait on the connection, in this handle and its clones:
+    /// a blocked read returns the end of the stream.
     pub fn shutdown(&self, _how: std::net::Shutdown) -> io::Result<()> {
-        Err(io::ErrorKind::Unsupported.into())
+        // SAFETY: a valid event handle.
+        unsafe { SetEvent(self.pipe.shut.raw()) };
+        Ok(())
     }
 }
 
 impl Read for ClientStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
+        if self.pipe.is_shut() {
+            return Ok(0);
+        }
+        let timeout = *self.read_timeout.lock().unwrap_or_else(|p| p.into_inner());
+        self.pipe.io(Op::Read(buf), timeout)
     }
 }
 
 impl Write for ClientStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
+        if self.pipe.is_shut() {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        self.pipe.io(Op::Write(buf), None)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
+        Ok(())
     }
 }
 
@@ -155,6 +296,7 @@ pub fn connect(path: &Path) -> io::Result<ClientStream> {
             .read(true)
             .write(true)
             .security_qos_flags(SECURITY_IDENTIFICATION)
+            .custom_flags(FILE_FLAG_OVERLAPPED)
             .open(path);
         match opened {
             Err(e)
@@ -166,7 +308,16 @@ pub fn connect(path: &Path) -> io::Result<ClientStream> {
                 // is free or after 100 ms.
                 unsafe { WaitNamedPipeW(wide.as_ptr(), 100) };
             }
-            other => return other.map(ClientStream),
+            Ok(file) => {
+                return Ok(ClientStream {
+                    pipe: Arc::new(Pipe {
+                        handle: file.into(),
+                        shut: Event::new()?,
+                    }),
+                    read_timeout: Mutex::new(None),
+                })
+            }
+            Err(e) => return Err(e),
         }
     }
 }
