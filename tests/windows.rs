@@ -129,3 +129,83 @@ fn kill_ends_the_programs_children_too() {
         "the program's child outlived the session"
     );
 }
+
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn k_runs_cmd_cells_with_exact_ends_and_their_exit_status() {
+    let env = WineEnv::new();
+    let new = env.run("k", &["new", "c1", "cmd.exe"]).ok();
+    assert_eq!(new.text(), "OK c1");
+
+    // Output as printed, ended by the cell's end mark: no prompt, no echo
+    // of the code, nothing of the machinery.
+    let run = env.run("k", &["run", "c1", "echo alpha& echo beta"]).ok();
+    assert_eq!(run.lines, ["alpha", "beta"], "{}", run.text());
+
+    // State lives across cells, and a blank line inside the output is kept.
+    env.run("k", &["run", "c1", "set KCELL=kept"]).ok();
+    let run = env
+        .run("k", &["run", "c1", "echo %KCELL%& echo.& echo end"])
+        .ok();
+    assert_eq!(run.lines, ["kept", "", "end"], "{}", run.text());
+
+    // The status of the cell's last program, as %ERRORLEVEL% had it (cmd's
+    // built-in commands leave it as it was, so both come from programs).
+    let run = env.run("k", &["run", "-j", "c1", "cmd /c exit 3"]).ok();
+    let json: serde_json::Value = serde_json::from_str(&run.lines.concat())
+        .unwrap_or_else(|e| panic!("k run -j printed no JSON ({e}):\n{}", run.text()));
+    assert_eq!(json["status"], "done", "{json}");
+    assert_eq!(json["exit_code"], 3, "{json}");
+    let run = env.run("k", &["run", "-j", "c1", "cmd /c exit 0"]).ok();
+    let json: serde_json::Value = serde_json::from_str(&run.lines.concat()).unwrap();
+    assert_eq!(json["exit_code"], 0, "{json}");
+
+    let killed = env.run("k", &["kill", "c1"]).ok();
+    assert_eq!(killed.text(), "OK killed c1");
+    assert_eq!(env.session_processes(), Vec::<String>::new());
+}
+
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn without_a_pseudo_console_the_error_names_the_windows_release_needed() {
+    let env = WineEnv::new();
+    // Makes CreatePseudoConsole look missing, as on Windows before 1809.
+    let run = env.run_with(
+        &[("AGENT_COMMS_NO_CONPTY", "1")],
+        "agent-comms",
+        &["session", "new", "old", "--", "cmd.exe"],
+    );
+    assert_ne!(run.code, 0, "{}", run.text());
+    assert_eq!(
+        run.text(),
+        "agent-comms: cannot create a pseudo console: Windows 10 1809 (build 17763) or later is required (this system's kernel32.dll has no CreatePseudoConsole)"
+    );
+    assert_eq!(env.ac(&["session", "ls"]).ok().text(), "no sessions");
+}
+
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn attach_types_into_the_session_shows_its_output_and_detaches() {
+    let env = WineEnv::new();
+    env.ac(&["session", "new", "at", "--", "cmd.exe"]).ok();
+    let prompt = format!("{}>", windows_path(&env.work()));
+    wait_for_row(&env, "at", &prompt);
+
+    let mut term = env.start("agent-comms", &["session", "attach", "at"], 24, 80);
+    // The banner follows the session's screen, redrawn on the person's
+    // terminal.
+    term.wait_for("[attached to at; detach with C-\\]");
+    let mark = term.mark();
+    term.write(b"echo attached-%ERRORLEVEL%\r");
+    term.wait_for_after(mark, "attached-0");
+    // Ctrl-\ leaves; the session runs on.
+    term.write(&[0x1c]);
+    let status = term.wait_exit_within(WINE_TIMEOUT);
+    assert!(
+        status.success(),
+        "attach ended with {status:?}:\n{}",
+        term.output()
+    );
+    let screen = wait_for_row(&env, "at", "attached-0");
+    assert_eq!(screen.last(), Some(&prompt), "{}", screen.join("\n"));
+}
