@@ -1,8 +1,8 @@
 //! Windows: profile directories, process handles, console modes.
 //!
-//! Compiled by `cargo check --target x86_64-pc-windows-gnu` (.ci/run); it
-//! has not run on Windows yet. What is missing against Unix is said where it
-//! is missing: ACL checks, resize notifications and reading the hook's pipe.
+//! Runs under Wine 8 in CI (tests/windows.rs, docs/windows.md), not yet on
+//! Windows itself. What is missing against Unix is said where it is
+//! missing: ACL checks, resize notifications and reading the hook's pipe.
 
 use std::ffi::c_void;
 use std::fs;
