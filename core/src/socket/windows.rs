@@ -121,14 +121,15 @@ pub fn split(stream: Stream) -> (ReadHalf, WriteHalf) {
 /// Windows serializes it per handle and it has no timeout.
 pub struct ClientStream {
     pipe: Arc<Pipe>,
-    read_timeout: Mutex<Option<Duration>>,
 }
 
-/// The pipe handle shared by a stream and its clones, and the event that
-/// [`ClientStream::shutdown`] sets to end every wait on it.
+/// The pipe handle shared by a stream and its clones, the event that
+/// [`ClientStream::shutdown`] sets to end every wait on it, and the read
+/// timeout (shared by the clones, as a socket's SO_RCVTIMEO is).
 struct Pipe {
     handle: OwnedHandle,
     shut: Event,
+    read_timeout: Mutex<Option<Duration>>,
 }
 
 /// A manual-reset event, closed on drop.
@@ -245,12 +246,15 @@ impl ClientStream {
     pub fn try_clone(&self) -> io::Result<Self> {
         Ok(Self {
             pipe: self.pipe.clone(),
-            read_timeout: Mutex::new(None),
         })
     }
 
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        *self.read_timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
+        *self
+            .pipe
+            .read_timeout
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = timeout;
         Ok(())
     }
 
@@ -268,7 +272,11 @@ impl Read for ClientStream {
         if self.pipe.is_shut() {
             return Ok(0);
         }
-        let timeout = *self.read_timeout.lock().unwrap_or_else(|p| p.into_inner());
+        let timeout = *self
+            .pipe
+            .read_timeout
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         self.pipe.io(Op::Read(buf), timeout)
     }
 }
@@ -313,8 +321,8 @@ pub fn connect(path: &Path) -> io::Result<ClientStream> {
                     pipe: Arc::new(Pipe {
                         handle: file.into(),
                         shut: Event::new()?,
+                        read_timeout: Mutex::new(None),
                     }),
-                    read_timeout: Mutex::new(None),
                 })
             }
             Err(e) => return Err(e),
