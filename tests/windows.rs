@@ -191,10 +191,18 @@ fn attach_types_into_the_session_shows_its_output_and_detaches() {
     let prompt = format!("{}>", windows_path(&env.work()));
     wait_for_row(&env, "at", &prompt);
 
-    let mut term = env.start("agent-comms", &["session", "attach", "at"], 24, 80);
+    let mut term = env.start("agent-comms", &["session", "attach", "at"], 30, 100);
     // The banner follows the session's screen, redrawn on the person's
-    // terminal.
+    // terminal, whose size the session takes.
     term.wait_for("[attached to at; detach with C-\\]");
+    let shot = env.ac(&["session", "snapshot", "at", "--json"]).ok();
+    let json: serde_json::Value = serde_json::from_str(&shot.lines.concat())
+        .unwrap_or_else(|e| panic!("snapshot --json printed no JSON ({e}):\n{}", shot.text()));
+    assert_eq!(
+        (&json["rows"], &json["cols"]),
+        (&30.into(), &100.into()),
+        "{json}"
+    );
     let mark = term.mark();
     term.write(b"echo attached-%ERRORLEVEL%\r");
     term.wait_for_after(mark, "attached-0");
@@ -207,5 +215,33 @@ fn attach_types_into_the_session_shows_its_output_and_detaches() {
         term.output()
     );
     let screen = wait_for_row(&env, "at", "attached-0");
+    assert_eq!(screen.last(), Some(&prompt), "{}", screen.join("\n"));
+}
+
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn watch_shows_what_others_type_and_leaves_on_q() {
+    let env = WineEnv::new();
+    env.ac(&["session", "new", "wt", "--", "cmd.exe"]).ok();
+    let prompt = format!("{}>", windows_path(&env.work()));
+    wait_for_row(&env, "wt", &prompt);
+
+    let mut term = env.start("agent-comms", &["session", "watch", "wt"], 24, 80);
+    term.wait_for("[watching wt");
+    let mark = term.mark();
+    // Typed by someone else; the watcher sees the output.
+    env.ac(&["session", "send", "wt", "echo watched-%ERRORLEVEL%"])
+        .ok();
+    env.ac(&["session", "send", "wt", "--keys", "Enter"]).ok();
+    term.wait_for_after(mark, "watched-0");
+    // Keys of a watcher never reach the session; q leaves.
+    term.write(b"q");
+    let status = term.wait_exit_within(WINE_TIMEOUT);
+    assert!(
+        status.success(),
+        "watch ended with {status:?}:\n{}",
+        term.output()
+    );
+    let screen = wait_for_row(&env, "wt", "watched-0");
     assert_eq!(screen.last(), Some(&prompt), "{}", screen.join("\n"));
 }
