@@ -1,22 +1,21 @@
 //! Windows: a named pipe, `\\.\pipe\agent-comms-<user>-<hash>`.
 //!
 //! What guards it:
-//! - The pipe gets the default DACL from the supervisor's token: full
-//!   control for the user who created it, SYSTEM and administrators; read
-//!   access for Everyone and Anonymous. Another user can thus open it for
-//!   reading only, and a reader cannot send a request: it can neither type
-//!   into the session nor ask for its screen. Nor can it add an instance,
-//!   so it cannot serve our clients under our name.
+//! - Every instance gets a DACL for the supervisor's user alone
+//!   (`D:P(A;;GA;;;<user SID>)`, protected from inheritance): nobody else
+//!   may open it, even for reading, or add an instance. (The default DACL
+//!   would give Everyone read access.)
 //! - Remote clients are refused (`reject_remote_clients`).
 //! - The first instance is created with `first_pipe_instance`: a pipe of
 //!   that name made by someone else is refused as in use, never joined.
+//! - A client checks who serves the pipe before it sends anything: the
+//!   server's process (GetNamedPipeServerProcessId) must run as the
+//!   client's own user (its token's user SID). A record left by a killed
+//!   supervisor names a pipe that another user could create in the
+//!   meantime; such a pipe is refused ([`ForeignPipe`]), as a Unix client
+//!   refuses a socket served by another uid.
 //! - Clients connect with SECURITY_IDENTIFICATION: the server may learn who
 //!   they are, never act as them.
-//!
-//! Missing against Unix: an explicit DACL without the read access above,
-//! and a client-side check of who serves the pipe (the server's process
-//! token, via GetNamedPipeServerProcessId); without it a record left by a
-//! killed supervisor names a pipe another user could then create.
 //!
 //! Clients open the pipe for overlapped I/O ([`ClientStream`]): a read can
 //! then wait with a deadline, `attach` writes keys from one thread while
@@ -47,7 +46,186 @@ use windows_sys::Win32::System::Threading::{
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
+use windows_sys::Win32::Foundation::{LocalFree, HLOCAL};
+use windows_sys::Win32::Security::Authorization::{
+    ConvertSidToStringSidW, ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
+};
+use windows_sys::Win32::Security::{
+    EqualSid, GetTokenInformation, TokenUser, PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES,
+    TOKEN_QUERY, TOKEN_USER,
+};
+use windows_sys::Win32::System::Pipes::GetNamedPipeServerProcessId;
+use windows_sys::Win32::System::Threading::{
+    GetCurrentProcess, OpenProcess, OpenProcessToken, PROCESS_QUERY_LIMITED_INFORMATION,
+};
+
 use super::{BindOutcome, Listener, SocketError};
+
+/// A pipe whose server runs as another user: nothing is sent to it.
+/// Carried in an `io::Error` of kind `PermissionDenied`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("endpoint {} is served by process {server_pid}, which does not run as you; nothing was sent to it. A record points at another user's pipe: see agent-comms doctor", .path.display())]
+pub struct ForeignPipe {
+    pub path: PathBuf,
+    pub server_pid: u32,
+}
+
+/// The user of a process's token (a TOKEN_USER and the SID it points
+/// into, kept in pointer-aligned storage).
+struct TokenUserInfo(Vec<usize>);
+
+impl TokenUserInfo {
+    fn of(process: HANDLE) -> io::Result<Self> {
+        let mut token = std::ptr::null_mut();
+        // SAFETY: a process handle with query access; out-pointer of ours.
+        if unsafe { OpenProcessToken(process, TOKEN_QUERY, &mut token) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh handle that we own.
+        let token = unsafe { OwnedHandle::from_raw_handle(token) };
+        let mut len = 0;
+        // SAFETY: asks for the size only (fails by design).
+        unsafe {
+            GetTokenInformation(
+                token.as_raw_handle(),
+                TokenUser,
+                std::ptr::null_mut(),
+                0,
+                &mut len,
+            )
+        };
+        let mut buf = vec![0usize; (len as usize).div_ceil(std::mem::size_of::<usize>())];
+        // SAFETY: `buf` holds at least `len` bytes, pointer-aligned.
+        let ok = unsafe {
+            GetTokenInformation(
+                token.as_raw_handle(),
+                TokenUser,
+                buf.as_mut_ptr().cast(),
+                len,
+                &mut len,
+            )
+        };
+        if ok == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self(buf))
+    }
+
+    fn mine() -> io::Result<Self> {
+        // SAFETY: the pseudo handle of this process; never closed.
+        Self::of(unsafe { GetCurrentProcess() })
+    }
+
+    fn sid(&self) -> *mut std::ffi::c_void {
+        // SAFETY: filled in by GetTokenInformation(TokenUser) above.
+        unsafe { (*self.0.as_ptr().cast::<TOKEN_USER>()).User.Sid }
+    }
+
+    fn same_user(&self, other: &Self) -> bool {
+        // SAFETY: two valid SIDs that live as long as `self` and `other`.
+        unsafe { EqualSid(self.sid(), other.sid()) != 0 }
+    }
+}
+
+/// Refuses a pipe whose server does not run as this process's user.
+fn check_server(pipe: HANDLE, path: &Path) -> io::Result<()> {
+    let mut server_pid = 0;
+    // SAFETY: a valid pipe handle; out-pointer of ours.
+    if unsafe { GetNamedPipeServerProcessId(pipe, &mut server_pid) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let foreign = || {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            ForeignPipe {
+                path: path.to_owned(),
+                server_pid,
+            },
+        )
+    };
+    // SAFETY: plain call; a null handle means failure.
+    let server = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, server_pid) };
+    if server.is_null() {
+        // A process we may not even query is not ours.
+        return Err(foreign());
+    }
+    // SAFETY: a fresh handle that we own.
+    let server = unsafe { OwnedHandle::from_raw_handle(server) };
+    let theirs = TokenUserInfo::of(server.as_raw_handle()).map_err(|_| foreign())?;
+    if !theirs.same_user(&TokenUserInfo::mine()?) {
+        return Err(foreign());
+    }
+    Ok(())
+}
+
+/// A security descriptor that grants this process's user alone full
+/// access, freed on drop.
+struct OwnerOnly(PSECURITY_DESCRIPTOR);
+
+// SAFETY: the descriptor is read-only memory of ours; Windows only reads it.
+unsafe impl Send for OwnerOnly {}
+// SAFETY: as above.
+unsafe impl Sync for OwnerOnly {}
+
+impl OwnerOnly {
+    fn new() -> io::Result<Self> {
+        let me = TokenUserInfo::mine()?;
+        let mut text: *mut u16 = std::ptr::null_mut();
+        // SAFETY: a valid SID; the string is allocated for us (LocalFree).
+        if unsafe { ConvertSidToStringSidW(me.sid(), &mut text) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a NUL-terminated string from the call above.
+        let sid = unsafe {
+            let len = (0..).take_while(|&i| *text.add(i) != 0).count();
+            let sid = String::from_utf16_lossy(std::slice::from_raw_parts(text, len));
+            LocalFree(text as HLOCAL);
+            sid
+        };
+        let sddl: Vec<u16> = format!("D:P(A;;GA;;;{sid})")
+            .encode_utf16()
+            .chain(Some(0))
+            .collect();
+        let mut descriptor: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated descriptor string; allocated for us.
+        let ok = unsafe {
+            ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                sddl.as_ptr(),
+                SDDL_REVISION_1,
+                &mut descriptor,
+                std::ptr::null_mut(),
+            )
+        };
+        if ok == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self(descriptor))
+    }
+
+    /// Creates an instance of the pipe with this descriptor.
+    fn create(&self, options: &ServerOptions, path: &Path) -> io::Result<NamedPipeServer> {
+        let mut attributes = SECURITY_ATTRIBUTES {
+            nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
+            lpSecurityDescriptor: self.0,
+            bInheritHandle: 0,
+        };
+        // SAFETY: valid attributes that outlive the call; tokio passes
+        // them to CreateNamedPipeW only.
+        unsafe {
+            options.create_with_security_attributes_raw(
+                path,
+                std::ptr::from_mut(&mut attributes).cast(),
+            )
+        }
+    }
+}
+
+impl Drop for OwnerOnly {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ConvertStringSecurityDescriptorToSecurityDescriptorW.
+        unsafe { LocalFree(self.0 as HLOCAL) };
+    }
+}
 
 /// A connection as the supervisor sees it.
 pub type Stream = NamedPipeServer;
@@ -58,9 +236,11 @@ pub type WriteHalf = tokio::io::WriteHalf<NamedPipeServer>;
 /// soon as the supervisor has accepted the connection before.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
 
-/// The pipe's name and the instance the next client will connect to.
+/// The pipe's name, the DACL of its instances, and the instance the next
+/// client will connect to.
 pub(super) struct RawListener {
     path: PathBuf,
+    dacl: OwnerOnly,
     next: NamedPipeServer,
 }
 
@@ -77,7 +257,7 @@ impl RawListener {
     /// Cancel-safe: until a client connects nothing changes.
     pub async fn accept(&mut self) -> io::Result<Stream> {
         let connected = self.next.connect().await;
-        let next = server_options(false).create(&self.path)?;
+        let next = self.dacl.create(&server_options(false), &self.path)?;
         let this = std::mem::replace(&mut self.next, next);
         connected.map(|()| this)
     }
@@ -85,10 +265,16 @@ impl RawListener {
 
 /// Creates the pipe's first instance; must run inside a tokio runtime.
 pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
-    match server_options(true).create(path) {
+    let bind_error = |source| SocketError::Bind {
+        path: path.to_owned(),
+        source,
+    };
+    let dacl = OwnerOnly::new().map_err(bind_error)?;
+    match dacl.create(&server_options(true), path) {
         Ok(next) => Ok((
             Listener::new(RawListener {
                 path: path.to_owned(),
+                dacl,
                 next,
             }),
             BindOutcome::Fresh,
@@ -96,10 +282,7 @@ pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
             Err(SocketError::InUse(path.to_owned()))
         }
-        Err(source) => Err(SocketError::Bind {
-            path: path.to_owned(),
-            source,
-        }),
+        Err(source) => Err(bind_error(source)),
     }
 }
 
@@ -294,9 +477,8 @@ impl Write for ClientStream {
     }
 }
 
-/// Connects to the pipe at `path`. Not checked yet, unlike on Unix: which
-/// user serves it (the module docs say what that leaves open); a
-/// [`super::ForeignEndpoint`] is never returned here.
+/// Connects to the pipe at `path`, refusing one served by another user
+/// ([`ForeignPipe`]) before anything is sent.
 pub fn connect(path: &Path) -> io::Result<ClientStream> {
     let deadline = Instant::now() + BUSY_WAIT;
     loop {
@@ -317,13 +499,14 @@ pub fn connect(path: &Path) -> io::Result<ClientStream> {
                 unsafe { WaitNamedPipeW(wide.as_ptr(), 100) };
             }
             Ok(file) => {
+                check_server(file.as_raw_handle(), path)?;
                 return Ok(ClientStream {
                     pipe: Arc::new(Pipe {
                         handle: file.into(),
                         shut: Event::new()?,
                         read_timeout: Mutex::new(None),
                     }),
-                })
+                });
             }
             Err(e) => return Err(e),
         }
