@@ -85,16 +85,20 @@ fn prefix() -> &'static Path {
         remove_stale_prefixes(tmp);
         let prefix = tmp.join(format!("wine-{}", std::process::id()));
         let _ = fs::remove_dir_all(&prefix);
-        let status = Command::new("wineboot")
+        let booted = Command::new("wineboot")
             .arg("-i")
             .envs(wine_vars(&prefix))
             .env_remove("DISPLAY")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+            .output()
             .expect("run wineboot (is wine installed?)");
-        assert!(status.success(), "wineboot -i failed: {status}");
+        assert!(
+            booted.status.success(),
+            "wineboot -i failed ({}): {}{}",
+            booted.status,
+            String::from_utf8_lossy(&booted.stdout),
+            String::from_utf8_lossy(&booted.stderr)
+        );
         let dll = prefix.join("drive_c/windows/system32/bcryptprimitives.dll");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wine/bcryptprimitives.c");
         let built = Command::new("x86_64-w64-mingw32-gcc")
