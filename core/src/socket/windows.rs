@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_IO_PENDING, ERROR_OPERATION_ABORTED,
-    ERROR_PIPE_BUSY, ERROR_PIPE_NOT_CONNECTED, HANDLE, WAIT_OBJECT_0,
+    ERROR_PIPE_BUSY, ERROR_PIPE_NOT_CONNECTED, ERROR_SEM_TIMEOUT, HANDLE, WAIT_OBJECT_0,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     ReadFile, WriteFile, FILE_FLAG_OVERLAPPED, SECURITY_IDENTIFICATION,
@@ -263,6 +263,20 @@ impl RawListener {
     }
 }
 
+/// Whether a pipe of this name exists now, with a free instance or not.
+/// FILE_FLAG_FIRST_PIPE_INSTANCE should refuse such a name by itself, but
+/// Wine 8 ignores the flag (a supervisor joined a pipe another program
+/// held), so the name is asked about first; a pipe made between the
+/// question and the creation is still Windows' to refuse.
+fn pipe_exists(path: &Path) -> bool {
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain(Some(0)).collect();
+    // SAFETY: a NUL-terminated name; waits at most 1 ms.
+    if unsafe { WaitNamedPipeW(wide.as_ptr(), 1) } != 0 {
+        return true;
+    }
+    io::Error::last_os_error().raw_os_error() == Some(ERROR_SEM_TIMEOUT as i32)
+}
+
 /// Creates the pipe's first instance; must run inside a tokio runtime.
 pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
     let bind_error = |source| SocketError::Bind {
@@ -270,6 +284,9 @@ pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
         source,
     };
     let dacl = OwnerOnly::new().map_err(bind_error)?;
+    if pipe_exists(path) {
+        return Err(SocketError::NameTaken(path.to_owned()));
+    }
     match dacl.create(&server_options(true), path) {
         Ok(next) => Ok((
             Listener::new(RawListener {
@@ -280,7 +297,7 @@ pub fn bind(path: &Path) -> Result<(Listener, BindOutcome), SocketError> {
             BindOutcome::Fresh,
         )),
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
-            Err(SocketError::InUse(path.to_owned()))
+            Err(SocketError::NameTaken(path.to_owned()))
         }
         Err(source) => Err(bind_error(source)),
     }
