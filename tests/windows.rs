@@ -245,3 +245,29 @@ fn watch_shows_what_others_type_and_leaves_on_q() {
     let screen = wait_for_row(&env, "wt", "watched-0");
     assert_eq!(screen.last(), Some(&prompt), "{}", screen.join("\n"));
 }
+
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn a_pipe_held_by_an_impostor_is_refused_not_joined() {
+    let env = WineEnv::new();
+    let new = env
+        .ac(&["session", "new", "im", "--json", "--", "cmd.exe"])
+        .ok();
+    let record: serde_json::Value = serde_json::from_str(&new.lines.concat())
+        .unwrap_or_else(|e| panic!("session new --json printed no JSON ({e}):\n{}", new.text()));
+    let pipe = record["socket"]
+        .as_str()
+        .expect("the record names its pipe")
+        .to_owned();
+    env.ac(&["session", "kill", "im"]).ok();
+
+    // Another program takes the name before the session comes back.
+    let _impostor = env.impostor(&pipe);
+    let again = env.ac(&["session", "new", "im", "--", "cmd.exe"]);
+    assert_ne!(again.code, 0, "{}", again.text());
+    assert_eq!(
+        again.text(),
+        format!("agent-comms: another program already holds the pipe {pipe} (no session of yours does); nothing was started")
+    );
+    assert_eq!(env.ac(&["session", "ls"]).ok().text(), "no sessions");
+}

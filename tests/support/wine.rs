@@ -336,6 +336,38 @@ impl WineEnv {
         }
     }
 
+    /// An impostor holding the named pipe `pipe` (tests/wine/impostor.c,
+    /// built on first use), in a terminal of its own, once it holds it.
+    pub fn impostor(&self, pipe: &str) -> Term {
+        static IMPOSTOR: OnceLock<PathBuf> = OnceLock::new();
+        let exe = IMPOSTOR.get_or_init(|| {
+            let exe = prefix().join("impostor.exe");
+            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wine/impostor.c");
+            let built = Command::new("x86_64-w64-mingw32-gcc")
+                .args(["-municode", "-O", "-o"])
+                .arg(&exe)
+                .arg(&source)
+                .status()
+                .expect("run x86_64-w64-mingw32-gcc");
+            assert!(built.success(), "cannot build the impostor: {built}");
+            exe
+        });
+        let mut cmd = self.command("agent-comms", &[]);
+        *cmd.get_argv_mut() = vec!["wine".into(), exe.into(), pipe.into()];
+        let term = Term::start(cmd, TermOptions::default());
+        // Wine's console draws printf's output a character at a time:
+        // read the rendered screen, not the bytes.
+        let holding = format!("holding {pipe}");
+        assert!(
+            term.wait_screen(WINE_TIMEOUT, |rows| rows
+                .iter()
+                .any(|r| r.trim_end() == holding)),
+            "the impostor did not take {pipe}:\n{}",
+            term.screen()
+        );
+        term
+    }
+
     /// `agent-comms ARGS…`.
     #[track_caller]
     pub fn ac(&self, args: &[&str]) -> WinRun {
