@@ -55,6 +55,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "psql.toml",
         include_str!("../../config/providers/psql.toml"),
     ),
+    ("cmd.toml", include_str!("../../config/providers/cmd.toml")),
 ];
 
 /// Every adapter in effect here: the project's, the user's and the

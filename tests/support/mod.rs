@@ -12,7 +12,9 @@
 //! - [`fakes`]: the fake providers and the `interactive-serve` command line;
 //! - [`cells`]: what the `k`/`km` tests add (tests/cells.rs);
 //! - [`real`]: the real provider CLIs, offline, in a network namespace of
-//!   their own (tests/real_providers.rs).
+//!   their own (tests/real_providers.rs);
+//! - [`wine`]: the Windows executables under Wine, each in a terminal of
+//!   the test's (tests/windows.rs).
 
 // Every suite is a crate of its own that compiles this whole module and
 // uses a different part of it (cells.rs the `k` helpers, real_providers.rs
@@ -30,6 +32,7 @@ pub mod raw;
 pub mod real;
 pub mod run;
 pub mod term;
+pub mod wine;
 
 use std::time::{Duration, Instant};
 

@@ -183,6 +183,22 @@ impl Term {
         }
     }
 
+    /// Waits until every process holding the terminal has closed it, so
+    /// that everything they wrote has been read; false on timeout.
+    pub fn wait_closed(&self, timeout: Duration) -> bool {
+        let (lock, cvar) = &*self.shown;
+        let deadline = Instant::now() + timeout;
+        let mut s = lock.lock().unwrap();
+        while !s.eof {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            s = cvar.wait_timeout(s, left).unwrap().0;
+        }
+        true
+    }
+
     /// The screen as this terminal shows it, with row numbers, cursor and
     /// title (for failure messages).
     pub fn screen(&self) -> String {
@@ -231,12 +247,18 @@ impl Term {
     /// Waits (bounded) for the program to exit and returns its status.
     #[track_caller]
     pub fn wait_exit(&mut self) -> ExitStatus {
+        self.wait_exit_within(TIMEOUT)
+    }
+
+    /// [`Term::wait_exit`] with another bound (Wine starts slowly).
+    #[track_caller]
+    pub fn wait_exit_within(&mut self, timeout: Duration) -> ExitStatus {
         if let Some(status) = &self.status {
             return status.clone();
         }
         assert!(
-            wait_gone(self.pid, TIMEOUT),
-            "the program in the test terminal (pid {}) did not exit within {TIMEOUT:?}; it showed:\n{:?}",
+            wait_gone(self.pid, timeout),
+            "the program in the test terminal (pid {}) did not exit within {timeout:?}; it showed:\n{:?}",
             self.pid,
             self.output()
         );

@@ -42,8 +42,8 @@ pub fn stream(
     detach_key: u8,
     mut banner: Option<String>,
 ) -> Result<StreamEnd, ClientError> {
-    // First, so that a platform without a second handle (Windows) fails
-    // before the terminal or the session is touched.
+    // First, so that a connection that cannot be shared fails before the
+    // terminal or the session is touched.
     let writer = client.try_clone_stream()?;
     let size = terminal_size().map(|(rows, cols)| clamped(rows, cols));
     client.send(Message::Request(Request::Attach {

@@ -37,9 +37,6 @@ pub enum ClientError {
     Server(String),
     #[error("unexpected reply from the supervisor: {0}")]
     Unexpected(String),
-    /// What this platform cannot do yet (Windows: attach and watch).
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 pub struct Client {
@@ -227,10 +224,7 @@ impl Client {
 
     /// A second handle on the same connection, for a writer thread.
     pub fn try_clone_stream(&self) -> Result<ClientStream, ClientError> {
-        self.stream.try_clone().map_err(|e| match e.kind() {
-            std::io::ErrorKind::Unsupported => ClientError::Unsupported(e.to_string()),
-            _ => ClientError::Io(e),
-        })
+        self.stream.try_clone().map_err(ClientError::Io)
     }
 }
 

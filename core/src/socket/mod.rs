@@ -30,6 +30,11 @@ pub use accept::Listener;
 pub enum SocketError {
     #[error("a session is already listening on {0}")]
     InUse(PathBuf),
+    /// Windows: a pipe of the session's name exists, and no live session
+    /// of ours holds it (that was asked first): another program took it.
+    #[cfg(windows)]
+    #[error("another program already holds the pipe {0} (no session of yours does); nothing was started")]
+    NameTaken(PathBuf),
     #[error("cannot bind {path}: {source}")]
     Bind { path: PathBuf, source: io::Error },
 }

@@ -13,7 +13,8 @@ use crate::session::{SessionKind, SessionName};
 /// A cell session to start.
 pub struct CellSession<'a> {
     pub name: SessionName,
-    /// The REPL's command line, run by `/bin/sh -c`.
+    /// The REPL's command line, run by `/bin/sh -c` (on Windows, see
+    /// [`shell_argv`]).
     pub command_line: String,
     pub cwd: PathBuf,
     /// The profile that claims the command (its shell integration frames
@@ -58,6 +59,7 @@ impl CellSession<'_> {
 
 /// The command line runs in a shell; a simple command is exec'd so the REPL
 /// itself leads the session (signals and exit status reach it directly).
+#[cfg(unix)]
 fn shell_argv(command_line: &str) -> Vec<String> {
     let compound = command_line.contains(|c| {
         matches!(
@@ -71,6 +73,29 @@ fn shell_argv(command_line: &str) -> Vec<String> {
         format!("exec {command_line}")
     };
     vec!["/bin/sh".into(), "-c".into(), script]
+}
+
+/// Windows has neither /bin/sh nor exec: a simple command line (words
+/// separated by blanks) is the REPL's own argv, so the REPL leads the
+/// session as on Unix; anything cmd.exe would parse (operators, quotes,
+/// variables, paths with backslashes) runs under `cmd.exe /d /c`.
+#[cfg(windows)]
+fn shell_argv(command_line: &str) -> Vec<String> {
+    let simple = !command_line.contains(|c| {
+        matches!(
+            c,
+            '&' | '|' | '<' | '>' | '^' | '(' | ')' | '%' | '!' | '"' | '\\' | '\n'
+        )
+    });
+    if simple {
+        return command_line.split_whitespace().map(str::to_owned).collect();
+    }
+    vec![
+        "cmd.exe".into(),
+        "/d".into(),
+        "/c".into(),
+        command_line.to_owned(),
+    ]
 }
 
 /// The program of a simple command line when it is not on PATH (or, given
