@@ -395,16 +395,16 @@ fn environment_block(cmd: &CommandBuilder) -> Vec<u16> {
     block
 }
 
-/// Starts `cmd` in the pseudo console, inside a job of its own.
-fn spawn(cmd: &CommandBuilder, console: HPCON) -> io::Result<Program> {
-    let job = kill_on_close_job()?;
+/// A process-thread attribute list that names the pseudo console; the
+/// buffer must outlive the CreateProcessW call that reads it.
+fn console_attribute(console: HPCON) -> io::Result<Vec<u8>> {
     let mut size = 0;
     // SAFETY: asks for the size of a one-attribute list (fails by design).
     unsafe { InitializeProcThreadAttributeList(std::ptr::null_mut(), 1, 0, &mut size) };
     let mut attrs = vec![0u8; size];
     let list = attrs.as_mut_ptr().cast::<c_void>();
-    // SAFETY: `attrs` has the size asked for above and outlives the call
-    // to CreateProcessW below; the console handle lives as long.
+    // SAFETY: `attrs` has the size asked for above; the console handle
+    // outlives the process creation that reads the list.
     unsafe {
         if InitializeProcThreadAttributeList(list, 1, 0, &mut size) == 0 {
             return Err(last_error());
@@ -422,6 +422,14 @@ fn spawn(cmd: &CommandBuilder, console: HPCON) -> io::Result<Program> {
             return Err(last_error());
         }
     }
+    Ok(attrs)
+}
+
+/// Starts `cmd` in the pseudo console, inside a job of its own.
+fn spawn(cmd: &CommandBuilder, console: HPCON) -> io::Result<Program> {
+    let job = kill_on_close_job()?;
+    let mut attrs = console_attribute(console)?;
+    let list = attrs.as_mut_ptr().cast::<c_void>();
     // SAFETY: plain data; zero is the documented initial state.
     let mut si: STARTUPINFOEXW = unsafe { std::mem::zeroed() };
     si.StartupInfo.cb = std::mem::size_of::<STARTUPINFOEXW>() as u32;
