@@ -338,6 +338,22 @@ pub struct InvocationFilter<'a> {
     pub from: Option<&'a str>,
 }
 
+// The columns of each table, in the order both back-ends read and write
+// them (their schemas name them alike: migrations.rs, postgres/schema.rs).
+const AGENT_COLS: &str = "id, created";
+const RUNTIME_COLS: &str = "id, agent, kind, connector, max_concurrent, status, host, endpoint, \
+     endpoint_id, pid, last_heartbeat, heartbeat_ms, provider, conversation_id, status_reason, updated";
+const INVOCATION_COLS: &str =
+    "id, seq, from_agent, to_agent, body, status, created, delivered, reason, attempts";
+const ATTEMPT_COLS: &str = "id, invocation, runtime, endpoint_id, started, lease_until, finished, \
+     outcome, reason, ev_echoed, ev_entered, ev_submitted, ev_enter_presses, ev_style, ev_stop_reason, \
+     host";
+
+/// A new message's id: `inv_` and 12 random lowercase hex characters.
+fn new_invocation_id() -> String {
+    format!("inv_{}", crate::ids::random_hex(6))
+}
+
 /// Blocks until the store says a message changed (see [`Store::follow`]).
 pub trait Follow: Send {
     /// Until a change, or `at_most`; true when woken by a change.
@@ -498,7 +514,7 @@ pub trait Store: Send {
     /// hosts) write to it: an inbox then follows the store itself instead
     /// of waiting for a local nudge.
     fn spans_hosts(&self) -> bool {
-        false
+        matches!(self.backend(), Backend::Postgres(_))
     }
     fn backend(&self) -> Backend<'_>;
 }

@@ -15,12 +15,13 @@ use std::time::Duration;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use super::{migrations, private};
+use super::{migrations, new_invocation_id, private};
 use super::{
     Agent, Attempt, AttemptOutcome, AttemptResult, Evidence, Follow, Invocation, InvocationFilter,
     InvocationStatus, NewInvocation, RuntimeRecord, RuntimeStatus, Store, StoreError,
     MAX_FAILED_ATTEMPTS,
 };
+use super::{AGENT_COLS, ATTEMPT_COLS, INVOCATION_COLS, RUNTIME_COLS};
 use crate::os::OpenOptionsExt;
 
 mod whole;
@@ -191,15 +192,6 @@ sql_text!(RuntimeStatus, InvocationStatus, AttemptOutcome);
 
 // ---- rows ----------------------------------------------------------------
 
-const AGENT_COLS: &str = "id, created";
-const RUNTIME_COLS: &str = "id, agent, kind, connector, max_concurrent, status, host, endpoint, \
-     endpoint_id, pid, last_heartbeat, heartbeat_ms, provider, conversation_id, status_reason, updated";
-const INVOCATION_COLS: &str =
-    "id, seq, from_agent, to_agent, body, status, created, delivered, reason, attempts";
-const ATTEMPT_COLS: &str = "id, invocation, runtime, endpoint_id, started, lease_until, finished, \
-     outcome, reason, ev_echoed, ev_entered, ev_submitted, ev_enter_presses, ev_style, ev_stop_reason, \
-     host";
-
 fn agent_row(r: &Row<'_>) -> rusqlite::Result<Agent> {
     Ok(Agent {
         id: r.get("id")?,
@@ -356,11 +348,6 @@ fn query_all<T>(
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map(params, f)?;
     Ok(rows.collect::<rusqlite::Result<Vec<T>>>()?)
-}
-
-/// `inv_` and 12 random lowercase hex characters.
-fn new_invocation_id() -> String {
-    format!("inv_{}", crate::ids::random_hex(6))
 }
 
 fn is_unique_violation(e: &rusqlite::Error) -> bool {

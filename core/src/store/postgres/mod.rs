@@ -38,6 +38,7 @@ use postgres::{GenericClient, Row};
 use self::conn::Conn;
 pub use self::inspect::Peek;
 pub use self::target::{is_postgres_url, without_password, Target};
+use super::{new_invocation_id, ATTEMPT_COLS, INVOCATION_COLS, RUNTIME_COLS};
 use super::{
     Agent, Attempt, AttemptResult, Evidence, Follow, Invocation, InvocationFilter,
     InvocationStatus, NewInvocation, RuntimeRecord, Store, StoreError, MAX_FAILED_ATTEMPTS,
@@ -259,14 +260,6 @@ fn ms(v: u64) -> i64 {
 
 // ---- rows ----------------------------------------------------------------
 
-const RUNTIME_COLS: &str = "id, agent, kind, connector, max_concurrent, status, host, endpoint, \
-     endpoint_id, pid, last_heartbeat, heartbeat_ms, provider, conversation_id, status_reason, updated";
-const INVOCATION_COLS: &str =
-    "id, seq, from_agent, to_agent, body, status, created, delivered, reason, attempts";
-const ATTEMPT_COLS: &str = "id, invocation, runtime, endpoint_id, started, lease_until, finished, \
-     outcome, reason, ev_echoed, ev_entered, ev_submitted, ev_enter_presses, ev_style, ev_stop_reason, \
-     host";
-
 /// A text column holding one of an enum's values.
 fn text<T: FromStr>(r: &Row, col: &str) -> Result<T, StoreError>
 where
@@ -444,11 +437,6 @@ fn finish_one(
         }
     }
     Ok(Some(to))
-}
-
-/// `inv_` and 12 random lowercase hex characters.
-fn new_invocation_id() -> String {
-    format!("inv_{}", crate::ids::random_hex(6))
 }
 
 impl Store for PgStore {
@@ -871,10 +859,6 @@ impl Store for PgStore {
             CHANNEL,
             to.map(str::to_owned),
         )))
-    }
-
-    fn spans_hosts(&self) -> bool {
-        true
     }
 
     fn backend(&self) -> super::Backend<'_> {
