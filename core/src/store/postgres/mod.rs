@@ -28,7 +28,7 @@ mod inspect;
 mod schema;
 mod target;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -92,48 +92,42 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// Databases this process has already checked and migrated.
-static READY: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+/// Databases this process has already checked, migrated and recorded its
+/// host in, with the clock offset measured then.
+static READY: OnceLock<Mutex<HashMap<String, i64>>> = OnceLock::new();
 
 impl PgStore {
-    /// Connects (or takes an idle connection of this process), migrates an
-    /// empty database, refuses a newer or foreign one, measures the clock
-    /// offset and, given an `opener`, records the host.
+    /// Connects (or takes an idle connection of this process); the first
+    /// time in a process, also migrates an empty database, refuses a newer
+    /// or foreign one, measures the clock offset and, given an `opener`,
+    /// records the host.
     pub fn open(target: Target, opener: Option<&Opener>) -> Result<PgStore, StoreError> {
         let key = target.key();
         let conn = Conn::new(target);
         let ready = READY.get_or_init(Default::default);
-        if !ready
+        let known = ready
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(&key)
-        {
-            let t = conn.target().clone();
-            conn.run(move |c| schema::migrate(c, &t))?;
-            ready.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
+            .get(&key)
+            .copied();
+        if let Some(offset_ms) = known {
+            return Ok(PgStore { conn, offset_ms });
         }
+        // First open of this database in this process: the rest of the
+        // process's opens (a tool call each, in the MCP server) reuse it.
         let t = conn.target().clone();
-        let (db_now, host_now) = conn.run(move |c| {
-            let before = unix_millis();
-            let started = Instant::now();
-            let db: i64 = c
-                .query_one(
-                    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-                    &[],
-                )
-                .map_err(|e| t.error(e))?
-                .get(0);
-            // The server read its clock about halfway through the round trip.
-            let half = started.elapsed().as_millis() as u64 / 2;
-            Ok((db, before + half))
-        })?;
+        conn.run(move |c| schema::migrate(c, &t))?;
         let store = PgStore {
+            offset_ms: measure_offset(&conn)?,
             conn,
-            offset_ms: db_now - host_now as i64,
         };
         if let Some(opener) = opener {
             store.record_host(opener)?;
         }
+        ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, store.offset_ms);
         Ok(store)
     }
 
@@ -246,6 +240,26 @@ impl PgStore {
             Ok(out)
         })
     }
+}
+
+/// The database's clock minus this host's, in ms, measured by one query.
+fn measure_offset(conn: &Conn) -> Result<i64, StoreError> {
+    let t = conn.target().clone();
+    let (db_now, host_now) = conn.run(move |c| {
+        let before = unix_millis();
+        let started = Instant::now();
+        let db: i64 = c
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                &[],
+            )
+            .map_err(|e| t.error(e))?
+            .get(0);
+        // The server read its clock about halfway through the round trip.
+        let half = started.elapsed().as_millis() as u64 / 2;
+        Ok((db, before + half))
+    })?;
+    Ok(db_now - host_now as i64)
 }
 
 type Param = Box<dyn postgres::types::ToSql + Send + Sync>;
