@@ -25,7 +25,7 @@ use agent_comms_testing::hosts::Host;
 use agent_comms_testing::postgres::{self, Database};
 use serde_json::Value;
 use support::env::TestEnv;
-use support::fakes::{fake, fake_events, serve_argv};
+use support::fakes::{fake, fake_events, named_ids, serve_argv};
 use support::run::{run_within, Run};
 use support::term::Term;
 use support::{wait_until, wait_until_within, BIN};
@@ -104,7 +104,7 @@ impl Node {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let run = self.run(&["runtime", "show", id, "--json"]);
-            if run.success() && json(&run)["status"] == "ONLINE" {
+            if run.success() && run.json()["status"] == "ONLINE" {
                 break;
             }
             assert!(
@@ -144,11 +144,11 @@ impl Node {
     /// `send` as `from`; the new message's id.
     fn send(&self, from: &str, to: &str, text: &str) -> String {
         let run = self.run_ok(&["--actor", from, "send", "--to", to, "--json", text]);
-        json(&run)["id"].as_str().unwrap().to_owned()
+        run.json()["id"].as_str().unwrap().to_owned()
     }
 
     fn message(&self, id: &str) -> Value {
-        json(&self.run_ok(&["message", "show", id, "--json"]))
+        self.run_ok(&["message", "show", id, "--json"]).json()
     }
 }
 
@@ -170,19 +170,6 @@ impl Served {
             .flat_map(|s| named_ids(s["text"].as_str().unwrap_or_default()))
             .collect()
     }
-}
-
-fn json(run: &Run) -> Value {
-    serde_json::from_str(run.stdout.trim())
-        .unwrap_or_else(|e| panic!("`{}` printed no JSON ({e}): {run:#?}", run.what))
-}
-
-fn named_ids(notification: &str) -> Vec<String> {
-    agent_comms_core::control::messages::named_ids(notification)
-        .unwrap_or_else(|| panic!("not a notification: {notification:?}"))
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
 }
 
 fn database() -> Database {
@@ -239,7 +226,8 @@ fn wait_delivered(node: &Node, ids: &[String], within: Duration) {
     wait_until_within(within, &format!("{want} messages delivered"), || {
         let run = node.run(&["message", "list", "--status", "DELIVERED", "--json"]);
         run.success()
-            && json(&run)
+            && run
+                .json()
                 .as_array()
                 .unwrap()
                 .iter()
@@ -426,6 +414,14 @@ fn typing_into_another_hosts_runtime_is_refused_with_the_way_that_works() {
     assert_eq!(bob.named(), [id]);
 }
 
+/// Waits until traffic is under way: the fake logging to `log` has
+/// received a notification.
+fn wait_flowing(log: &std::path::Path) {
+    wait_until("a first delivery", || {
+        !fake_events(log, "submit").is_empty()
+    });
+}
+
 /// Sends `n` messages from alice (on `from`) to bob, one every `pace`,
 /// while `during` runs; their ids.
 fn traffic(from: &Node, n: usize, pace: Duration, during: impl FnOnce()) -> Vec<String> {
@@ -451,7 +447,7 @@ fn a_host_cut_off_from_the_database_fails_fast_keeps_its_session_and_loses_nothi
     let (one, two) = (Node::new(&db), Node::new(&db));
     let mut bob = two.serve("bob", "bob", "claude", &[("FAKE_BUSY_MS", "40")]);
     let ids = traffic(&one, 40, Duration::from_millis(250), || {
-        std::thread::sleep(Duration::from_secs(2));
+        wait_flowing(&bob.log);
         two.net.cut();
         let cut_at = Instant::now();
         // Host 2's commands fail in one line, bounded, never hang.
@@ -468,7 +464,7 @@ fn a_host_cut_off_from_the_database_fails_fast_keeps_its_session_and_loses_nothi
         assert!(!bob.term.exited(), "the serve ended while cut off");
         let ls = two.run_ok(&["session", "ls", "--json"]);
         assert!(
-            json(&ls)
+            ls.json()
                 .as_array()
                 .unwrap()
                 .iter()
@@ -477,7 +473,7 @@ fn a_host_cut_off_from_the_database_fails_fast_keeps_its_session_and_loses_nothi
         );
         // Everywhere else, its runtime reads OFFLINE once heartbeats stop.
         wait_until_within(Duration::from_secs(10), "bob offline from host 1", || {
-            json(&one.run_ok(&["runtime", "show", "bob", "--json"]))["status"] == "OFFLINE"
+            one.run_ok(&["runtime", "show", "bob", "--json"]).json()["status"] == "OFFLINE"
         });
         let rest = Duration::from_secs(30).saturating_sub(cut_at.elapsed());
         std::thread::sleep(rest);
@@ -489,7 +485,7 @@ fn a_host_cut_off_from_the_database_fails_fast_keeps_its_session_and_loses_nothi
     // Back: its heartbeats make it ONLINE everywhere again, and another
     // host may not claim it while it is.
     wait_until("bob online again from host 1", || {
-        json(&one.run_ok(&["runtime", "show", "bob", "--json"]))["status"] == "ONLINE"
+        one.run_ok(&["runtime", "show", "bob", "--json"]).json()["status"] == "ONLINE"
     });
     let claim = one
         .run(&["--actor", "bob", "runtime", "configure", "bob"])
@@ -512,8 +508,9 @@ fn a_database_restarted_during_traffic_loses_nothing() {
     let bob = two.serve("bob", "bob", "claude", &[("FAKE_BUSY_MS", "40")]);
     let mut refused = 0;
     let ids: Vec<String> = std::thread::scope(|scope| {
-        let restart = scope.spawn(|| {
-            std::thread::sleep(Duration::from_secs(2));
+        let log = &bob.log;
+        let restart = scope.spawn(move || {
+            wait_flowing(log);
             postgres::server()
                 .unwrap()
                 .restart()
@@ -532,7 +529,7 @@ fn a_database_restarted_during_traffic_loses_nothing() {
                 &format!("restart {i}"),
             ]);
             if run.success() {
-                ids.push(json(&run)["id"].as_str().unwrap().to_owned());
+                ids.push(run.json()["id"].as_str().unwrap().to_owned());
             } else {
                 // Refused while the server was down: said in one line, and
                 // nothing stored (the sender knows to send it again).
@@ -546,7 +543,7 @@ fn a_database_restarted_during_traffic_loses_nothing() {
     eprintln!("{refused} sends refused while the server restarted");
     wait_delivered(&one, &ids, Duration::from_secs(60));
     each_once_in_order(std::slice::from_ref(&ids), &bob.named());
-    let all = json(&one.run_ok(&["message", "list", "--json"]));
+    let all = one.run_ok(&["message", "list", "--json"]).json();
     assert_eq!(
         all.as_array().unwrap().len(),
         ids.len(),

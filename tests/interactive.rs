@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::cells::bg::Bg;
 use support::env::TestEnv;
-use support::fakes::{fake, fake_events as events, serve_argv, start_argv};
+use support::fakes::{fake, fake_events as events, named_ids, serve_argv, start_argv};
 use support::run::{run_bounded, Run};
 use support::term::Term;
 use support::{wait_until, wait_until_within};
@@ -154,15 +154,6 @@ fn batch_notification(ids: &[String], from: &str) -> String {
         ids.len(),
         ids.join(" ")
     )
-}
-
-/// The message ids a notification names, in its order.
-fn named_ids(notification: &str) -> Vec<String> {
-    agent_comms_core::control::messages::named_ids(notification)
-        .unwrap_or_else(|| panic!("not a notification: {notification:?}"))
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
 }
 
 /// `send`s `n` messages from alice to bob; returns their ids.

@@ -28,6 +28,15 @@ pub fn fake_events(log: &Path, kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The message ids a notification a fake received names, in its order.
+pub fn named_ids(notification: &str) -> Vec<String> {
+    agent_comms_core::control::messages::named_ids(notification)
+        .unwrap_or_else(|| panic!("not a notification: {notification:?}"))
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The command line a fake's `start` event says it was started with.
 pub fn start_argv(start: &Value) -> Vec<&str> {
     start["argv"]
