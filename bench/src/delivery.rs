@@ -486,14 +486,7 @@ fn messages(bench: &Bench, repo: &Path) -> Vec<Row> {
         let (mut sends, mut delivers) = (Vec::new(), Vec::new());
         for i in 0..=bench.plan.messages {
             let (took, id) = project.send(bench, &format!("bench message {i}"), true)?;
-            let inv = store
-                .invocation(&id)?
-                .context("the sent message is not stored")?;
-            ensure!(
-                inv.status == InvocationStatus::Delivered,
-                "`send --wait` returned, but message {id} is {}",
-                inv.status
-            );
+            let inv = delivered(&*store, &id)?;
             expected.push(notification(&[Named::new(&inv)?]));
             let text = format!("bench text {i} typed by runtime deliver");
             let mut cmd = project.agent_comms(bench);
@@ -896,6 +889,20 @@ fn method(bench: &Bench, repo: &Path) -> Vec<String> {
             plan.store_ops, plan.store_calls
         ),
     ]
+}
+
+/// Message `id` as the store has it, which `send --wait` just said was
+/// delivered: checked, not taken on its word.
+pub(crate) fn delivered(store: &dyn Store, id: &str) -> anyhow::Result<Invocation> {
+    let inv = store
+        .invocation(id)?
+        .context("the sent message is not stored")?;
+    ensure!(
+        inv.status == InvocationStatus::Delivered,
+        "`send --wait` returned, but message {id} is {}",
+        inv.status
+    );
+    Ok(inv)
 }
 
 #[cfg(test)]

@@ -35,12 +35,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use agent_comms_core::control::messages::{notification, Named};
-use agent_comms_core::store::{InvocationStatus, Store};
+use agent_comms_core::store::Store;
 use agent_comms_testing::postgres::{self, Server};
 use anyhow::{ensure, Context};
 
 use crate::bench::{Bench, Host};
-use crate::delivery::{drained, queue_rows, store_ops, DRAIN_TURN_MS};
+use crate::delivery::{delivered, drained, queue_rows, store_ops, DRAIN_TURN_MS};
 use crate::progress;
 use crate::report::{both, judge, Row, Section};
 use crate::runtimes::{FakeLog, Project, Served, CLAUDE, RECEIVER, SENDER};
@@ -257,14 +257,7 @@ fn send_samples(
         for (way, (from, to)) in ways.iter().enumerate() {
             let text = format!("bench message {i}, way {way}");
             let (took, id) = from.send(bench, &text, true)?;
-            let inv = stores[*to]
-                .invocation(&id)?
-                .context("the sent message is not stored")?;
-            ensure!(
-                inv.status == InvocationStatus::Delivered,
-                "`send --wait` returned, but message {id} is {}",
-                inv.status
-            );
+            let inv = delivered(&*stores[*to], &id)?;
             expected[*to].push(notification(&[Named::new(&inv)?]));
             // The first round warms up.
             if i > 0 {
