@@ -51,6 +51,14 @@ fn windows_bin() -> PathBuf {
     let dir = std::env::var_os("AGENT_COMMS_WINDOWS_BIN").map(PathBuf::from).unwrap_or_else(|| {
         panic!("AGENT_COMMS_WINDOWS_BIN is not set: point it at target/x86_64-pc-windows-gnu/debug after `cargo build --target x86_64-pc-windows-gnu --bin agent-comms --bin k --bin km`")
     });
+    // Wine runs each command in the test's work directory: a relative
+    // directory (CI passes `target/…`) would name nothing there.
+    let dir = fs::canonicalize(&dir).unwrap_or_else(|e| {
+        panic!(
+            "AGENT_COMMS_WINDOWS_BIN={}: {e}",
+            dir.display()
+        )
+    });
     for exe in ["agent-comms.exe", "k.exe", "km.exe"] {
         assert!(
             dir.join(exe).is_file(),
