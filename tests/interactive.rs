@@ -14,7 +14,10 @@ use std::time::Duration;
 use serde_json::Value;
 use support::cells::bg::Bg;
 use support::env::TestEnv;
-use support::fakes::{fake, fake_events as events, named_ids, serve_argv, start_argv};
+use support::fakes::{
+    assert_each_once_in_order, fake, fake_events as events, rust_fake, send_at_once, serve_argv,
+    start_argv,
+};
 use support::run::{run_bounded, Run};
 use support::term::Term;
 use support::{wait_until, wait_until_within};
@@ -73,7 +76,11 @@ impl Served {
         let n = STARTS.fetch_add(1, Ordering::Relaxed);
         let log = env.base().join(format!("{id}-{provider}-{n}.log"));
         let log_s = log.display().to_string();
-        let exe = fake(provider);
+        // `rust-claude`, `rust-codex`: the Rust fake (fake/) under that face.
+        let exe = match provider.strip_prefix("rust-") {
+            Some(face) => rust_fake(face),
+            None => fake(provider),
+        };
         // The runtime's own agent, unless `extra` names another.
         let actor = match extra.iter().position(|a| *a == "--actor") {
             Some(i) => extra[i + 1],
@@ -297,28 +304,11 @@ fn concurrent_senders_deliver_every_message_exactly_once() {
     )
     .unwrap();
     let served = Served::start(&env, "bob", "claude", &[("FAKE_BUSY_MS", "40")], &[]);
-    let ids: Vec<Vec<String>> = std::thread::scope(|scope| {
-        let senders: Vec<_> = (0..8)
-            .map(|s| {
-                let env = &env;
-                scope.spawn(move || {
-                    let from = format!("agent{s}");
-                    (0..25)
-                        .map(|m| {
-                            let sent = send(
-                                env,
-                                &from,
-                                "bob",
-                                &format!("message {m} from {from}"),
-                                false,
-                            );
-                            sent["id"].as_str().unwrap().to_owned()
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        senders.into_iter().map(|h| h.join().unwrap()).collect()
+    let ids = send_at_once(8, 25, |from, text| {
+        send(&env, from, "bob", text, false)["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     });
     let all: Vec<&String> = ids.iter().flatten().collect();
     assert_eq!(all.len(), 200);
@@ -332,30 +322,47 @@ fn concurrent_senders_deliver_every_message_exactly_once() {
             json(&run).as_array().unwrap().len() == 200
         },
     );
-    let submits = served.submitted_texts();
     eprintln!(
         "200 messages delivered in {:?}, {} notifications",
         started.elapsed(),
-        submits.len()
+        served.submits().len()
     );
-    // Every message named exactly once, in one whole notification.
-    let named: Vec<String> = submits.iter().flat_map(|t| named_ids(t)).collect();
-    assert_eq!(named.len(), 200, "{submits:#?}");
-    for (s, ids) in ids.iter().enumerate() {
-        for id in ids {
-            assert_eq!(named.iter().filter(|n| *n == id).count(), 1, "{id}");
-        }
-        // One sender's messages arrive in the order it sent them.
-        let positions: Vec<usize> = ids
-            .iter()
-            .map(|id| named.iter().position(|n| n == id).unwrap())
-            .collect();
-        assert!(
-            positions.windows(2).all(|w| w[0] < w[1]),
-            "agent{s} out of order"
-        );
-    }
-    assert!(served.submits().iter().all(|s| s["while_busy"] == false));
+    assert_each_once_in_order(&served.submits(), &ids);
+}
+
+/// Four agents send five messages each into the Rust fake (fake/, the one
+/// tests/windows.rs runs under Wine) as each face: every message arrives
+/// exactly once, in each sender's order, never while the fake is busy.
+fn four_senders_into_the_rust_fake(face: &str) {
+    let env = TestEnv::new();
+    let served = Served::start(
+        &env,
+        "bob",
+        &format!("rust-{face}"),
+        &[("FAKE_BUSY_MS", "150")],
+        &[],
+    );
+    let ids = send_at_once(4, 5, |from, text| {
+        send(&env, from, "bob", text, false)["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    });
+    wait_until("all 20 recorded as delivered", || {
+        let run = env.run_ok(&["message", "list", "--status", "DELIVERED", "--json"]);
+        json(&run).as_array().unwrap().len() == 20
+    });
+    assert_each_once_in_order(&served.submits(), &ids);
+}
+
+#[test]
+fn four_senders_into_the_rust_fake_as_claude() {
+    four_senders_into_the_rust_fake("claude");
+}
+
+#[test]
+fn four_senders_into_the_rust_fake_as_codex() {
+    four_senders_into_the_rust_fake("codex");
 }
 
 #[test]

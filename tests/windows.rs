@@ -9,8 +9,10 @@
 
 mod support;
 
+use serde_json::Value;
+use support::fakes::{assert_each_once_in_order, fake_events as events, send_at_once};
 use support::poll_within;
-use support::wine::{windows_path, WineEnv, WINE_TIMEOUT};
+use support::wine::{windows_path, WinRun, WineEnv, WINE_TIMEOUT};
 
 /// Polls `session snapshot NAME` until a row of the screen is `row`
 /// exactly; returns the screen. A snapshot is a state, offered only by
@@ -270,4 +272,107 @@ fn a_pipe_held_by_an_impostor_is_refused_not_joined() {
         format!("agent-comms: another program already holds the pipe {pipe} (no session of yours does); nothing was started")
     );
     assert_eq!(env.ac(&["session", "ls"]).ok().text(), "no sessions");
+}
+
+/// A command's `--json` output, read off the screen it was drawn on.
+#[track_caller]
+fn screen_json(run: &WinRun) -> Value {
+    serde_json::from_str(&run.lines.concat())
+        .unwrap_or_else(|e| panic!("`{}` printed no JSON ({e}):\n{}", run.what, run.text()))
+}
+
+/// The Rust fake agent as Claude Code, served by `runtime
+/// interactive-serve` in a pseudo console: the adapter is picked from
+/// `claude.exe`; `runtime deliver` types a text in with its evidence; four
+/// agents send five messages each at once and every one arrives exactly
+/// once, in each sender's order, never while the agent is busy; the store
+/// under the project's Windows path records them all; doctor finds nothing
+/// wrong; and Ctrl-C from the person ends the agent and the runtime.
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn a_served_agent_takes_deliveries_and_four_senders_messages_exactly_once() {
+    let env = WineEnv::new();
+    let claude = windows_path(&env.rust_fake("claude"));
+    let log = env.path("claude.log");
+    let mut serve = env.start_with(
+        &[("FAKE_LOG", &windows_path(&log)), ("FAKE_BUSY_MS", "300")],
+        "agent-comms",
+        &[
+            "--actor",
+            "bob",
+            "runtime",
+            "interactive-serve",
+            "--id",
+            "bob",
+            "--heartbeat-ms",
+            "200",
+            "--",
+            &claude,
+        ],
+        40,
+        120,
+    );
+    let shown = poll_within(WINE_TIMEOUT, "runtime bob online", || {
+        let run = env.ac(&["runtime", "show", "--id", "bob", "--json"]);
+        (run.code == 0)
+            .then(|| screen_json(&run))
+            .filter(|shown| shown["status"] == "ONLINE")
+    });
+    assert_eq!(shown["provider"], "claude-code", "{shown}");
+
+    let evidence = screen_json(
+        &env.ac(&[
+            "runtime",
+            "deliver",
+            "--id",
+            "bob",
+            "--json",
+            "hello from Wine ✓",
+        ])
+        .ok(),
+    );
+    assert_eq!(evidence["style"], "typed", "{evidence}");
+    assert!(
+        evidence["echoed"].as_u64() <= evidence["entered"].as_u64()
+            && evidence["entered"].as_u64() <= evidence["submitted"].as_u64(),
+        "{evidence}"
+    );
+    let submits = || events(&log, "submit");
+    assert_eq!(submits()[0]["text"], "hello from Wine ✓");
+
+    let ids = send_at_once(4, 5, |from, text| {
+        let sent = env
+            .ac(&["--actor", from, "send", "--to", "bob", "--json", text])
+            .ok();
+        screen_json(&sent)["id"].as_str().unwrap().to_owned()
+    });
+    let db = env.project().join(".agent-comms/state.db");
+    poll_within(WINE_TIMEOUT, "20 messages recorded as delivered", || {
+        let conn =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .ok()?;
+        let delivered: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM invocations WHERE status = 'DELIVERED'",
+                [],
+                |row| row.get(0),
+            )
+            .ok()?;
+        (delivered == 20).then_some(())
+    });
+    assert_each_once_in_order(&submits()[1..], &ids);
+
+    let doctor = env.ac(&["doctor"]);
+    assert_eq!(doctor.code, 0, "doctor found something:\n{}", doctor.text());
+
+    serve.write(b"\x04");
+    let status = serve.wait_exit_within(WINE_TIMEOUT);
+    assert!(status.success(), "the serve ended with {status:?}");
+    let exit = events(&log, "exit");
+    assert_eq!(
+        exit.first().map(|e| &e["reason"]),
+        Some(&"ctrl-d".into()),
+        "the agent's log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }

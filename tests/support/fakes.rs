@@ -18,6 +18,88 @@ pub fn fake(name: &str) -> String {
         .to_string()
 }
 
+/// The Rust fake (crate `fake`, binary `fake-agent`) under the name of
+/// the CLI it acts as, `claude` or `codex`: a link in a directory of this
+/// test process, as the host and the fake both go by the program's name.
+/// scripts/test builds it (`cargo build -p agent-comms-fake`).
+pub fn rust_fake(face: &str) -> String {
+    let exe = Path::new(BIN).with_file_name("fake-agent");
+    assert!(
+        exe.is_file(),
+        "{} is missing: cargo build -p agent-comms-fake",
+        exe.display()
+    );
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rust-fakes-{}", std::process::id()));
+    let link = dir.join(face);
+    if !link.exists() {
+        fs::create_dir_all(&dir).expect("create the Rust fake's directory");
+        // Another test of this process may have made it meanwhile.
+        match std::os::unix::fs::symlink(&exe, &link) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                panic!("link {}: {e}", link.display())
+            }
+            _ => {}
+        }
+    }
+    link.display().to_string()
+}
+
+/// `senders` agents (`agent0`, `agent1` …) send `each` messages at once,
+/// each through `send(from, text)`, which returns the message's id: the
+/// ids, per sender in the order sent.
+pub fn send_at_once(
+    senders: usize,
+    each: usize,
+    send: impl Fn(&str, &str) -> String + Sync,
+) -> Vec<Vec<String>> {
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..senders)
+            .map(|s| {
+                let send = &send;
+                scope.spawn(move || {
+                    let from = format!("agent{s}");
+                    (0..each)
+                        .map(|m| send(&from, &format!("message {m} from {from}")))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Checks what several senders' messages did in a fake: every message
+/// named exactly once in the notifications it received, each sender's in
+/// the order sent, and none submitted while the fake was busy.
+pub fn assert_each_once_in_order(submits: &[Value], sent: &[Vec<String>]) {
+    let texts: Vec<&str> = submits
+        .iter()
+        .map(|s| s["text"].as_str().unwrap_or_default())
+        .collect();
+    let named: Vec<String> = texts.iter().flat_map(|t| named_ids(t)).collect();
+    let total: usize = sent.iter().map(Vec::len).sum();
+    assert_eq!(named.len(), total, "{texts:#?}");
+    for (s, ids) in sent.iter().enumerate() {
+        let positions: Vec<usize> = ids
+            .iter()
+            .map(|id| {
+                assert_eq!(named.iter().filter(|n| *n == id).count(), 1, "{id}");
+                named.iter().position(|n| n == id).unwrap()
+            })
+            .collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "sender {s}'s messages out of order: {texts:#?}"
+        );
+    }
+    let busy: Vec<&Value> = submits
+        .iter()
+        .filter(|s| s["while_busy"] != false)
+        .collect();
+    assert!(busy.is_empty(), "submitted while busy: {busy:#?}");
+}
+
 /// A fake's log entries of one kind (`start`, `submit` …).
 pub fn fake_events(log: &Path, kind: &str) -> Vec<Value> {
     fs::read_to_string(log)

@@ -22,8 +22,9 @@
 //!   which is by prefix) and then whatever of the prefix is left.
 //!
 //! The executables come from `AGENT_COMMS_WINDOWS_BIN`, the directory
-//! holding `agent-comms.exe`, `k.exe` and `km.exe` (.ci/run builds them
-//! with `cargo build --target x86_64-pc-windows-gnu`).
+//! holding `agent-comms.exe`, `k.exe`, `km.exe` and the Rust fake agent
+//! `fake-agent.exe` (.ci/run builds them with `cargo build --target
+//! x86_64-pc-windows-gnu`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -49,17 +50,13 @@ const COLS: u16 = 220;
 /// The directory of the Windows executables, checked.
 fn windows_bin() -> PathBuf {
     let dir = std::env::var_os("AGENT_COMMS_WINDOWS_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        panic!("AGENT_COMMS_WINDOWS_BIN is not set: point it at target/x86_64-pc-windows-gnu/debug after `cargo build --target x86_64-pc-windows-gnu --bin agent-comms --bin k --bin km`")
+        panic!("AGENT_COMMS_WINDOWS_BIN is not set: point it at target/x86_64-pc-windows-gnu/debug after `cargo build --target x86_64-pc-windows-gnu --bin agent-comms --bin k --bin km` and `-p agent-comms-fake`")
     });
     // Wine runs each command in the test's work directory: a relative
     // directory (CI passes `target/…`) would name nothing there.
-    let dir = fs::canonicalize(&dir).unwrap_or_else(|e| {
-        panic!(
-            "AGENT_COMMS_WINDOWS_BIN={}: {e}",
-            dir.display()
-        )
-    });
-    for exe in ["agent-comms.exe", "k.exe", "km.exe"] {
+    let dir = fs::canonicalize(&dir)
+        .unwrap_or_else(|e| panic!("AGENT_COMMS_WINDOWS_BIN={}: {e}", dir.display()));
+    for exe in ["agent-comms.exe", "k.exe", "km.exe", "fake-agent.exe"] {
         assert!(
             dir.join(exe).is_file(),
             "{} is missing (AGENT_COMMS_WINDOWS_BIN={})",
@@ -256,6 +253,27 @@ impl WineEnv {
         self.base.path().join("work")
     }
 
+    /// `name` in this test's temporary directory, as a Unix path.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.base.path().join(name)
+    }
+
+    /// The project directory, whose `.agent-comms` holds the store.
+    pub fn project(&self) -> PathBuf {
+        self.path("project")
+    }
+
+    /// The Rust fake agent (crate `fake`) as `FACE.exe` (`claude`,
+    /// `codex`): the host picks its adapter by the program's name, and so
+    /// does the fake. A copy in this test's directory, as a Unix path.
+    pub fn rust_fake(&self, face: &str) -> PathBuf {
+        let dir = self.path("bin");
+        fs::create_dir_all(&dir).expect("create the test's bin directory");
+        let exe = dir.join(format!("{face}.exe"));
+        fs::copy(self.bin.join("fake-agent.exe"), &exe).expect("copy fake-agent.exe");
+        exe
+    }
+
     fn vars(&self) -> Vec<(String, String)> {
         let mut vars: Vec<(String, String)> = wine_vars(prefix())
             .into_iter()
@@ -290,8 +308,24 @@ impl WineEnv {
     /// Starts `wine EXE ARGS…` in a test-side terminal of its own, for
     /// commands that stay (attach, watch, a foreground supervisor).
     pub fn start(&self, exe: &str, args: &[&str], rows: u16, cols: u16) -> Term {
+        self.start_with(&[], exe, args, rows, cols)
+    }
+
+    /// [`WineEnv::start`] with more variables set.
+    pub fn start_with(
+        &self,
+        vars: &[(&str, &str)],
+        exe: &str,
+        args: &[&str],
+        rows: u16,
+        cols: u16,
+    ) -> Term {
+        let mut cmd = self.command(exe, args);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
         Term::start(
-            self.command(exe, args),
+            cmd,
             TermOptions {
                 rows,
                 cols,

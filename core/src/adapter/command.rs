@@ -20,7 +20,8 @@ pub fn program_of(command_line: &str) -> Option<String> {
 
 /// The words of a command line as a POSIX shell splits them: blanks
 /// separate, single and double quotes group, a backslash escapes the next
-/// character. (Enough to find the program; expansions are not performed.)
+/// character, on Unix only (on Windows it separates a path's parts).
+/// Enough to find the program; expansions are not performed.
 pub fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
@@ -37,12 +38,12 @@ pub fn shell_words(line: &str) -> Vec<String> {
                 while let Some(c) = chars.next() {
                     match c {
                         '"' => break,
-                        '\\' => w.extend(chars.next()),
+                        '\\' if !cfg!(windows) => w.extend(chars.next()),
                         c => w.push(c),
                     }
                 }
             }
-            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            '\\' if !cfg!(windows) => word.get_or_insert_with(String::new).extend(chars.next()),
             c => word.get_or_insert_with(String::new).push(c),
         }
     }
@@ -59,8 +60,19 @@ fn is_assignment(word: &str) -> bool {
     }
 }
 
-fn basename(word: &str) -> &str {
-    word.rsplit('/').next().unwrap_or(word)
+/// The program's name as adapters claim it. Windows also separates with
+/// `\` and names programs with `.exe` (`C:\bin\claude.exe` is `claude`).
+pub(crate) fn basename(word: &str) -> &str {
+    if cfg!(windows) {
+        let name = word.rsplit(['/', '\\']).next().unwrap_or(word);
+        let stem = name
+            .len()
+            .checked_sub(4)
+            .filter(|&at| name.is_char_boundary(at) && name[at..].eq_ignore_ascii_case(".exe"));
+        stem.map_or(name, |at| &name[..at])
+    } else {
+        word.rsplit('/').next().unwrap_or(word)
+    }
 }
 
 /// The first executable named `name` in a `PATH` directory.

@@ -106,7 +106,7 @@ pub fn missing_program(command_line: &str) -> Option<String> {
     let words = crate::adapter::command::shell_words(command_line);
     let word = words
         .iter()
-        .find(|w| w.rsplit('/').next() == Some(program.as_str()))?;
+        .find(|w| crate::adapter::command::basename(w) == program)?;
     if word.contains('/') {
         return (!Path::new(word).exists()).then(|| word.to_owned());
     }
