@@ -41,7 +41,7 @@ pub fn cells(text: &str) -> usize {
 
 /// `row` without its SGR sequences, cut to `width` columns: for a console
 /// drawn through its API, which takes no escape sequences.
-#[cfg_attr(unix, allow(dead_code))]
+#[cfg(windows)]
 pub fn plain(row: &str, width: usize) -> String {
     clip(&shown_chars(row).collect::<String>(), width)
 }
@@ -127,7 +127,7 @@ pub fn place(rows: &[String], origin: isize, cursor: (usize, usize)) -> (usize, 
 
 /// The escape sequences that turn the screen showing `shown` into `frame`,
 /// or nothing when they are the same.
-#[cfg_attr(windows, allow(dead_code))]
+#[cfg(unix)]
 pub fn redraw(shown: Option<&Frame>, frame: &Frame, height: usize, width: usize) -> String {
     if shown == Some(frame) {
         return String::new();
