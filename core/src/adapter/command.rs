@@ -2,20 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
-/// The program a command line runs, as a basename: `env VAR=1 python3 -i`
+/// The program a command line runs, by its [`program_name`]: `env VAR=1 python3 -i`
 /// runs `python3`. Flags of `env` and variable assignments are skipped.
 pub fn program_of(command_line: &str) -> Option<String> {
     let words = shell_words(command_line);
     let mut words = words.iter().map(String::as_str);
     let mut first = words.next()?;
-    if basename(first) == "env" {
+    if program_name(first) == "env" {
         first = words.find(|w| !w.starts_with('-') && !is_assignment(w))?;
     } else {
         while is_assignment(first) {
             first = words.next()?;
         }
     }
-    Some(basename(first).to_owned())
+    Some(program_name(first).to_owned())
 }
 
 /// The words of a command line as a POSIX shell splits them: blanks
@@ -60,19 +60,20 @@ fn is_assignment(word: &str) -> bool {
     }
 }
 
-/// The program's name as adapters claim it. Windows also separates with
-/// `\` and names programs with `.exe` (`C:\bin\claude.exe` is `claude`).
-pub(crate) fn basename(word: &str) -> &str {
-    if cfg!(windows) {
-        let name = word.rsplit(['/', '\\']).next().unwrap_or(word);
-        let stem = name
-            .len()
-            .checked_sub(4)
-            .filter(|&at| name.is_char_boundary(at) && name[at..].eq_ignore_ascii_case(".exe"));
-        stem.map_or(name, |at| &name[..at])
-    } else {
-        word.rsplit('/').next().unwrap_or(word)
+/// The program's name in a path or command word, as adapters claim it:
+/// after the last `/` or `\` (Windows' separator; process paths are
+/// split the same way on every platform), and on Windows without `.exe`
+/// (`C:\bin\claude.exe` is `claude`).
+pub fn program_name(word: &str) -> &str {
+    let name = word.rsplit(['/', '\\']).next().unwrap_or(word);
+    if !cfg!(windows) {
+        return name;
     }
+    let stem = name
+        .len()
+        .checked_sub(4)
+        .filter(|&at| name.is_char_boundary(at) && name[at..].eq_ignore_ascii_case(".exe"));
+    stem.map_or(name, |at| &name[..at])
 }
 
 /// The first executable named `name` in a `PATH` directory.

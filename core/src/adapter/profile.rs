@@ -446,18 +446,15 @@ impl AcpSpec {
         vars
     }
 
-    /// Whether `argv` runs this ACP command: the same program (by basename,
-    /// so `/opt/bin/codex-acp` is `codex-acp`) and the same leading
+    /// Whether `argv` runs this ACP command: the same program (by
+    /// [`program_name`](super::command::program_name), so
+    /// `/opt/bin/codex-acp` is `codex-acp`) and the same leading
     /// arguments (`opencode acp …` is ACP, `opencode run …` is not).
     pub fn runs(&self, argv: &[String]) -> bool {
-        let basename = |a: &str| {
-            std::path::Path::new(a)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-        };
+        use super::command::program_name;
         match (self.command.split_first(), argv.split_first()) {
             (Some((program, args)), Some((run, run_args))) => {
-                basename(program) == basename(run) && run_args.starts_with(args)
+                program_name(program) == program_name(run) && run_args.starts_with(args)
             }
             _ => false,
         }

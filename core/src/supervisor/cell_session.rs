@@ -106,7 +106,7 @@ pub fn missing_program(command_line: &str) -> Option<String> {
     let words = crate::adapter::command::shell_words(command_line);
     let word = words
         .iter()
-        .find(|w| crate::adapter::command::basename(w) == program)?;
+        .find(|w| crate::adapter::command::program_name(w) == program)?;
     if word.contains('/') {
         return (!Path::new(word).exists()).then(|| word.to_owned());
     }

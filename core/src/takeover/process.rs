@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::TakeoverError;
+use crate::adapter::command::program_name;
 
 /// A live process, read once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,15 +41,15 @@ impl ProcessInfo {
         platform::read(pid).ok_or(TakeoverError::NoProcess(pid))
     }
 
-    /// The program this process runs, as a basename: the script after an
-    /// interpreter (`node`, `python3`, `bun` …), else argv[0].
+    /// The program this process runs, by its [`program_name`]: the script
+    /// after an interpreter (`node`, `python3`, `bun` …), else argv[0].
     pub fn program(&self) -> Option<String> {
-        let first = basename(self.argv.first()?);
-        if is_interpreter(&first) {
+        let first = program_name(self.argv.first()?);
+        if is_interpreter(first) {
             let script = self.argv[1..].iter().find(|a| !a.starts_with('-'))?;
-            return Some(basename(script));
+            return Some(program_name(script).to_owned());
         }
-        Some(first)
+        Some(first.to_owned())
     }
 
     /// Whether one of its first arguments holds `marker` (a package path
@@ -72,12 +73,7 @@ pub fn my_processes() -> Vec<ProcessInfo> {
         .collect()
 }
 
-fn basename(path: &str) -> String {
-    path.rsplit(['/', '\\']).next().unwrap_or(path).to_owned()
-}
-
 fn is_interpreter(program: &str) -> bool {
-    let program = program.strip_suffix(".exe").unwrap_or(program);
     let stem = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     matches!(stem, "node" | "nodejs" | "bun" | "deno" | "python")
 }
