@@ -9,10 +9,9 @@
 
 mod support;
 
-use serde_json::Value;
-use support::fakes::{assert_each_once_in_order, fake_events as events, send_at_once};
+use support::fakes::{assert_each_once_in_order, fake_events as events, send_at_once, serve_args};
 use support::poll_within;
-use support::wine::{windows_path, WinRun, WineEnv, WINE_TIMEOUT};
+use support::wine::{windows_path, WineEnv, WINE_TIMEOUT};
 
 /// Polls `session snapshot NAME` until a row of the screen is `row`
 /// exactly; returns the screen. A snapshot is a state, offered only by
@@ -154,12 +153,11 @@ fn k_runs_cmd_cells_with_exact_ends_and_their_exit_status() {
     // The status of the cell's last program, as %ERRORLEVEL% had it (cmd's
     // built-in commands leave it as it was, so both come from programs).
     let run = env.run("k", &["run", "-j", "c1", "cmd /c exit 3"]).ok();
-    let json: serde_json::Value = serde_json::from_str(&run.lines.concat())
-        .unwrap_or_else(|e| panic!("k run -j printed no JSON ({e}):\n{}", run.text()));
+    let json = run.json();
     assert_eq!(json["status"], "done", "{json}");
     assert_eq!(json["exit_code"], 3, "{json}");
     let run = env.run("k", &["run", "-j", "c1", "cmd /c exit 0"]).ok();
-    let json: serde_json::Value = serde_json::from_str(&run.lines.concat()).unwrap();
+    let json = run.json();
     assert_eq!(json["exit_code"], 0, "{json}");
 
     let killed = env.run("k", &["kill", "c1"]).ok();
@@ -198,8 +196,7 @@ fn attach_types_into_the_session_shows_its_output_and_detaches() {
     // terminal, whose size the session takes.
     term.wait_for("[attached to at; detach with C-\\]");
     let shot = env.ac(&["session", "snapshot", "at", "--json"]).ok();
-    let json: serde_json::Value = serde_json::from_str(&shot.lines.concat())
-        .unwrap_or_else(|e| panic!("snapshot --json printed no JSON ({e}):\n{}", shot.text()));
+    let json = shot.json();
     assert_eq!(
         (&json["rows"], &json["cols"]),
         (&30.into(), &100.into()),
@@ -255,8 +252,7 @@ fn a_pipe_held_by_an_impostor_is_refused_not_joined() {
     let new = env
         .ac(&["session", "new", "im", "--json", "--", "cmd.exe"])
         .ok();
-    let record: serde_json::Value = serde_json::from_str(&new.lines.concat())
-        .unwrap_or_else(|e| panic!("session new --json printed no JSON ({e}):\n{}", new.text()));
+    let record = new.json();
     let pipe = record["socket"]
         .as_str()
         .expect("the record names its pipe")
@@ -272,13 +268,6 @@ fn a_pipe_held_by_an_impostor_is_refused_not_joined() {
         format!("agent-comms: another program already holds the pipe {pipe} (no session of yours does); nothing was started")
     );
     assert_eq!(env.ac(&["session", "ls"]).ok().text(), "no sessions");
-}
-
-/// A command's `--json` output, read off the screen it was drawn on.
-#[track_caller]
-fn screen_json(run: &WinRun) -> Value {
-    serde_json::from_str(&run.lines.concat())
-        .unwrap_or_else(|e| panic!("`{}` printed no JSON ({e}):\n{}", run.what, run.text()))
 }
 
 /// The Rust fake agent as Claude Code, served by `runtime
@@ -297,31 +286,20 @@ fn a_served_agent_takes_deliveries_and_four_senders_messages_exactly_once() {
     let mut serve = env.start_with(
         &[("FAKE_LOG", &windows_path(&log)), ("FAKE_BUSY_MS", "300")],
         "agent-comms",
-        &[
-            "--actor",
-            "bob",
-            "runtime",
-            "interactive-serve",
-            "--id",
-            "bob",
-            "--heartbeat-ms",
-            "200",
-            "--",
-            &claude,
-        ],
+        &serve_args("bob", "bob", "200", &[], &claude, &[]),
         40,
         120,
     );
     let shown = poll_within(WINE_TIMEOUT, "runtime bob online", || {
         let run = env.ac(&["runtime", "show", "--id", "bob", "--json"]);
         (run.code == 0)
-            .then(|| screen_json(&run))
+            .then(|| run.json())
             .filter(|shown| shown["status"] == "ONLINE")
     });
     assert_eq!(shown["provider"], "claude-code", "{shown}");
 
-    let evidence = screen_json(
-        &env.ac(&[
+    let evidence = env
+        .ac(&[
             "runtime",
             "deliver",
             "--id",
@@ -329,8 +307,8 @@ fn a_served_agent_takes_deliveries_and_four_senders_messages_exactly_once() {
             "--json",
             "hello from Wine ✓",
         ])
-        .ok(),
-    );
+        .ok()
+        .json();
     assert_eq!(evidence["style"], "typed", "{evidence}");
     assert!(
         evidence["echoed"].as_u64() <= evidence["entered"].as_u64()
@@ -344,7 +322,7 @@ fn a_served_agent_takes_deliveries_and_four_senders_messages_exactly_once() {
         let sent = env
             .ac(&["--actor", from, "send", "--to", "bob", "--json", text])
             .ok();
-        screen_json(&sent)["id"].as_str().unwrap().to_owned()
+        sent.json()["id"].as_str().unwrap().to_owned()
     });
     let db = env.project().join(".agent-comms/state.db");
     poll_within(WINE_TIMEOUT, "20 messages recorded as delivered", || {

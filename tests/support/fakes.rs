@@ -140,8 +140,22 @@ pub fn serve_argv<'a>(
     program: &'a str,
     args: &[&'a str],
 ) -> Vec<&'a str> {
+    let mut argv = vec![BIN];
+    argv.extend(serve_args(actor, id, heartbeat_ms, extra, program, args));
+    argv
+}
+
+/// [`serve_argv`]'s arguments, for another build of agent-comms (the
+/// Windows one under Wine).
+pub fn serve_args<'a>(
+    actor: &'a str,
+    id: &'a str,
+    heartbeat_ms: &'a str,
+    extra: &[&'a str],
+    program: &'a str,
+    args: &[&'a str],
+) -> Vec<&'a str> {
     let mut argv = vec![
-        BIN,
         "--actor",
         actor,
         "runtime",

@@ -217,6 +217,14 @@ impl WinRun {
         self.lines.join("\n")
     }
 
+    /// What a `--json` command printed, read off the screen it was drawn
+    /// on (rows wrap the one line; joined, they are that line again).
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.lines.concat())
+            .unwrap_or_else(|e| panic!("`{}` printed no JSON ({e}):\n{}", self.what, self.text()))
+    }
+
     #[track_caller]
     pub fn ok(self) -> Self {
         assert_eq!(self.code, 0, "`{}` failed:\n{}", self.what, self.text());
