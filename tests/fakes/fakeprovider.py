@@ -1156,7 +1156,12 @@ class FakeProvider:
         input line empties, and a turn starts (queued behind the current one
         if busy, as the real CLIs queue a message sent while they work)."""
         text, self.input = self.input, ""
-        self.log.write("submit", text=text, while_busy=self.is_busy())
+        busy = self.activity()
+        # How long the agent had been busy, and whether with work it started
+        # by itself: an Enter already on its way when that work began could
+        # not have been held back (see the FAKE_AUTOBUSY tests).
+        since = {} if busy is None else {"busy_for_ms": round(t - busy.start), "own_work": busy.text is None}
+        self.log.write("submit", text=text, while_busy=busy is not None, **since)
         self.session_update(self.sessions.submitted, text)
         self.history.append(("user", text))
         turn = Turn(duration=busy_ms_for(text, self.knobs.busy_ms), reply=reply_for(text), text=text)
