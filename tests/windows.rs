@@ -217,6 +217,81 @@ fn attach_types_into_the_session_shows_its_output_and_detaches() {
     assert_eq!(screen.last(), Some(&prompt), "{}", screen.join("\n"));
 }
 
+/// The person resizes their console while attached: the session and the
+/// program in it follow.
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn attach_follows_the_console_when_it_is_resized() {
+    let env = WineEnv::new();
+    let claude = windows_path(&env.rust_fake("claude"));
+    env.ac(&["session", "new", "rz", "--", &claude]).ok();
+    wait_for_row(&env, "rz", &"─".repeat(80));
+    follows_a_resize(&env, "rz", &["session", "attach", "rz"]);
+    env.ac(&["session", "kill", "rz"]).ok();
+}
+
+/// A foreground supervisor follows its own console's size too.
+#[test]
+#[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
+fn a_foreground_session_follows_the_console_when_it_is_resized() {
+    let env = WineEnv::new();
+    let claude = windows_path(&env.rust_fake("claude"));
+    follows_a_resize(&env, "fg", &["session", "run", "fg", "--", &claude]);
+}
+
+/// Runs `agent-comms ARGS…` in a 24×80 console showing session `name`,
+/// whose program is the Rust fake agent as Claude Code (it draws its rules
+/// the console's full width); resizes that console to 20×70 as a person
+/// would; sees the session and its program follow; then leaves with
+/// Ctrl-\ (attach) or Ctrl-D (the fake's own way out).
+///
+/// Smaller, because under Wine 8 a pseudo console made larger than it was
+/// created takes the size while its program's window stays the old size
+/// (docs/windows.md).
+fn follows_a_resize(env: &WineEnv, name: &str, args: &[&str]) {
+    let trigger = env.path("resize-now");
+    let mut term = env.start_resized(&trigger, (20, 70), "agent-comms", args, 24, 80);
+    let size = || {
+        let run = env.ac(&["session", "snapshot", name, "--json"]);
+        (run.code == 0).then(|| {
+            let json = run.json();
+            (json["rows"].as_u64(), json["cols"].as_u64())
+        })
+    };
+    let attach = args[1] == "attach";
+    // Resized any earlier, the session would start at the new size and
+    // prove nothing: wait until the client watches its console (attach
+    // starts watching before its banner; a foreground supervisor before it
+    // counts the person as a client).
+    if attach {
+        term.wait_for("detach with C-\\]");
+    } else {
+        poll_within(WINE_TIMEOUT, "the person counted as a client", || {
+            let run = env.ac(&["session", "ls", "--json"]);
+            (run.code == 0 && run.json()[0]["clients"] == 1).then_some(())
+        });
+    }
+    assert_eq!(size(), Some((Some(24), Some(80))));
+    wait_for_row(env, name, &"─".repeat(80));
+
+    std::fs::write(&trigger, "").expect("write the trigger");
+    poll_within(WINE_TIMEOUT, &format!("{name} at 20x70"), || {
+        (size() == Some((Some(20), Some(70)))).then_some(())
+    });
+    // The program was told: it redrew its rules at the new width.
+    wait_for_row(env, name, &"─".repeat(70));
+
+    let leave = if attach { 0x1c } else { 0x04 };
+    term.write(&[leave]);
+    let status = term.wait_exit_within(WINE_TIMEOUT);
+    assert!(
+        status.success(),
+        "{} ended with {status:?}:\n{}",
+        args.join(" "),
+        term.output()
+    );
+}
+
 #[test]
 #[ignore = "needs wine, x86_64-w64-mingw32-gcc and the Windows executables in AGENT_COMMS_WINDOWS_BIN (.ci/run)"]
 fn watch_shows_what_others_type_and_leaves_on_q() {

@@ -72,6 +72,36 @@ pub fn windows_path(path: &Path) -> String {
     format!("Z:{}", path.display()).replace('/', "\\")
 }
 
+/// Builds the test helper tests/wine/NAME.c into the prefix, once per
+/// test process.
+fn c_helper(name: &str) -> PathBuf {
+    let exe = prefix().join(format!("{name}.exe"));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/wine/{name}.c"));
+    let built = Command::new("x86_64-w64-mingw32-gcc")
+        .args(["-municode", "-O", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .status()
+        .expect("run x86_64-w64-mingw32-gcc");
+    assert!(
+        built.success(),
+        "cannot build {}: {built}",
+        source.display()
+    );
+    exe
+}
+
+/// A test-side terminal of `rows` × `cols` for a Windows command; it
+/// answers the queries Wine's console makes at start.
+fn console(rows: u16, cols: u16) -> TermOptions {
+    TermOptions {
+        rows,
+        cols,
+        answer_queries: true,
+        term_grace: None,
+    }
+}
+
 fn wine_vars(prefix: &Path) -> [(&'static str, String); 3] {
     [
         ("WINEPREFIX", prefix.display().to_string()),
@@ -332,15 +362,7 @@ impl WineEnv {
         for (k, v) in vars {
             cmd.env(k, v);
         }
-        Term::start(
-            cmd,
-            TermOptions {
-                rows,
-                cols,
-                answer_queries: true,
-                term_grace: None,
-            },
-        )
+        Term::start(cmd, console(rows, cols))
     }
 
     /// Runs `EXE ARGS…` to its end in a terminal of its own and returns
@@ -358,15 +380,7 @@ impl WineEnv {
         for (k, v) in vars {
             cmd.env(k, v);
         }
-        let mut term = Term::start(
-            cmd,
-            TermOptions {
-                rows: ROWS,
-                cols: COLS,
-                answer_queries: true,
-                term_grace: None,
-            },
-        );
+        let mut term = Term::start(cmd, console(ROWS, COLS));
         let status = term.wait_exit_within(WINE_TIMEOUT);
         // Everything the command wrote was read once the terminal closed;
         // a detached supervisor holds none of it (it has no console).
@@ -386,22 +400,11 @@ impl WineEnv {
         }
     }
 
-    /// An impostor holding the named pipe `pipe` (tests/wine/impostor.c,
-    /// built on first use), in a terminal of its own, once it holds it.
+    /// An impostor holding the named pipe `pipe` (tests/wine/impostor.c),
+    /// in a terminal of its own, once it holds it.
     pub fn impostor(&self, pipe: &str) -> Term {
         static IMPOSTOR: OnceLock<PathBuf> = OnceLock::new();
-        let exe = IMPOSTOR.get_or_init(|| {
-            let exe = prefix().join("impostor.exe");
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wine/impostor.c");
-            let built = Command::new("x86_64-w64-mingw32-gcc")
-                .args(["-municode", "-O", "-o"])
-                .arg(&exe)
-                .arg(&source)
-                .status()
-                .expect("run x86_64-w64-mingw32-gcc");
-            assert!(built.success(), "cannot build the impostor: {built}");
-            exe
-        });
+        let exe = IMPOSTOR.get_or_init(|| c_helper("impostor"));
         let mut cmd = self.command("agent-comms", &[]);
         *cmd.get_argv_mut() = vec!["wine".into(), exe.into(), pipe.into()];
         let term = Term::start(cmd, TermOptions::default());
@@ -416,6 +419,36 @@ impl WineEnv {
             term.screen()
         );
         term
+    }
+
+    /// Starts `EXE ARGS…` like [`WineEnv::start`], under a person who
+    /// resizes the console to `to` (rows, columns) once the file `trigger`
+    /// exists (tests/wine/resize.c).
+    pub fn start_resized(
+        &self,
+        trigger: &Path,
+        to: (u16, u16),
+        exe: &str,
+        args: &[&str],
+        rows: u16,
+        cols: u16,
+    ) -> Term {
+        static RESIZE: OnceLock<PathBuf> = OnceLock::new();
+        let resize = RESIZE.get_or_init(|| c_helper("resize"));
+        let mut line = format!("\"{}\"", windows_path(&self.bin.join(format!("{exe}.exe"))));
+        for arg in args {
+            line.push_str(&format!(" \"{arg}\""));
+        }
+        let mut cmd = self.command(exe, &[]);
+        *cmd.get_argv_mut() = vec![
+            "wine".into(),
+            resize.into(),
+            windows_path(trigger).into(),
+            to.0.to_string().into(),
+            to.1.to_string().into(),
+            line.into(),
+        ];
+        Term::start(cmd, console(rows, cols))
     }
 
     /// `agent-comms ARGS…`.

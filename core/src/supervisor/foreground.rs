@@ -35,6 +35,19 @@ pub fn run_foreground(
         beside(supervisor.handle());
         let guard = RawModeGuard::enable();
         let shared = supervisor.shared().clone();
+        // Windows sends no resize signal: its console's size is polled (see
+        // os::watch_resizes), on a thread that ends with the process, as
+        // the keystrokes' does. Before the person counts as a client, so
+        // that a resize after `session ls` shows them is followed.
+        #[cfg(windows)]
+        {
+            let resize = shared.clone();
+            crate::os::watch_resizes(move |rows, cols| {
+                let (rows, cols) = clamped(rows, cols);
+                let _ = resize.lock().resize(rows, cols);
+                true
+            });
+        }
         {
             let mut state = shared.lock();
             state.foreground_terminal = guard.is_terminal();
@@ -61,7 +74,6 @@ pub fn run_foreground(
                 }
             })
             .map_err(SupervisorError::Runtime)?;
-        // Windows sends no resize signal: see os::watch_resizes.
         #[cfg(unix)]
         let resize = shared.clone();
         #[cfg(unix)]
