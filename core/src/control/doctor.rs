@@ -336,9 +336,9 @@ fn foreign_endpoint(r: &RuntimeRecord, foreign: &ForeignEndpoint) -> Finding {
         severity: Severity::Error,
         subject: runtime_subject(r),
         message: format!(
-            "ONLINE, but its endpoint {} is served by uid {}, not by you (uid {}): nothing is sent to it; whoever wrote this record could write the store",
+            "ONLINE, but its endpoint {} is served by {}, not by you ({}): nothing is sent to it; whoever wrote this record could write the store",
             foreign.path.display(),
-            foreign.owner,
+            foreign.server,
             foreign.me
         ),
         repair: Some(format!(

@@ -41,13 +41,17 @@ pub enum SocketError {
 
 /// An endpoint whose server is another user: nothing is sent to it and
 /// nothing it says is believed. Carried in an `io::Error` of kind
-/// `PermissionDenied`, so that every connect refuses it the same way.
+/// `PermissionDenied`, so that every connect refuses it the same way, and
+/// `doctor` names it on both platforms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("endpoint {} is served by uid {owner}, not by you (uid {me}); nothing was sent to it. A record points at another user's socket: see agent-comms doctor", .path.display())]
+#[error("endpoint {} is served by {server}, not by you ({me}); nothing was sent to it. A record points at another user's endpoint: see agent-comms doctor", .path.display())]
 pub struct ForeignEndpoint {
     pub path: PathBuf,
-    pub owner: u32,
-    pub me: u32,
+    /// The server as the platform names it: `uid 1001` on Unix, `process
+    /// 4242` on Windows (whose user may not even be readable).
+    pub server: String,
+    /// This process's user: `uid 1000`, or a Windows SID.
+    pub me: String,
 }
 
 impl From<ForeignEndpoint> for io::Error {

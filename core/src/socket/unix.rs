@@ -82,8 +82,8 @@ pub fn connect(path: &Path) -> std::io::Result<ClientStream> {
     if owner != me {
         return Err(ForeignEndpoint {
             path: path.to_owned(),
-            owner,
-            me,
+            server: format!("uid {owner}"),
+            me: format!("uid {me}"),
         }
         .into());
     }

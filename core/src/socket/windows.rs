@@ -12,8 +12,8 @@
 //!   server's process (GetNamedPipeServerProcessId) must run as the
 //!   client's own user (its token's user SID). A record left by a killed
 //!   supervisor names a pipe that another user could create in the
-//!   meantime; such a pipe is refused ([`ForeignPipe`]), as a Unix client
-//!   refuses a socket served by another uid.
+//!   meantime; such a pipe is refused ([`ForeignEndpoint`]), as a Unix
+//!   client refuses a socket served by another uid.
 //! - Clients connect with SECURITY_IDENTIFICATION: the server may learn who
 //!   they are, never act as them.
 //!
@@ -59,16 +59,7 @@ use windows_sys::Win32::System::Threading::{
     GetCurrentProcess, OpenProcess, OpenProcessToken, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
-use super::{BindOutcome, Listener, SocketError};
-
-/// A pipe whose server runs as another user: nothing is sent to it.
-/// Carried in an `io::Error` of kind `PermissionDenied`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("endpoint {} is served by process {server_pid}, which does not run as you; nothing was sent to it. A record points at another user's pipe: see agent-comms doctor", .path.display())]
-pub struct ForeignPipe {
-    pub path: PathBuf,
-    pub server_pid: u32,
-}
+use super::{BindOutcome, ForeignEndpoint, Listener, SocketError};
 
 /// The user of a process's token (a TOKEN_USER and the SID it points
 /// into, kept in pointer-aligned storage).
@@ -121,6 +112,22 @@ impl TokenUserInfo {
         unsafe { (*self.0.as_ptr().cast::<TOKEN_USER>()).User.Sid }
     }
 
+    /// The SID as text (`S-1-5-21-…`).
+    fn sid_string(&self) -> io::Result<String> {
+        let mut text: *mut u16 = std::ptr::null_mut();
+        // SAFETY: a valid SID; the string is allocated for us (LocalFree).
+        if unsafe { ConvertSidToStringSidW(self.sid(), &mut text) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a NUL-terminated string from the call above.
+        Ok(unsafe {
+            let len = (0..).take_while(|&i| *text.add(i) != 0).count();
+            let sid = String::from_utf16_lossy(std::slice::from_raw_parts(text, len));
+            LocalFree(text as HLOCAL);
+            sid
+        })
+    }
+
     fn same_user(&self, other: &Self) -> bool {
         // SAFETY: two valid SIDs that live as long as `self` and `other`.
         unsafe { EqualSid(self.sid(), other.sid()) != 0 }
@@ -134,14 +141,14 @@ fn check_server(pipe: HANDLE, path: &Path) -> io::Result<()> {
     if unsafe { GetNamedPipeServerProcessId(pipe, &mut server_pid) } == 0 {
         return Err(io::Error::last_os_error());
     }
-    let foreign = || {
-        io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            ForeignPipe {
-                path: path.to_owned(),
-                server_pid,
-            },
-        )
+    let mine = TokenUserInfo::mine()?;
+    let foreign = || -> io::Error {
+        ForeignEndpoint {
+            path: path.to_owned(),
+            server: format!("process {server_pid}"),
+            me: mine.sid_string().unwrap_or_else(|_| "your user".into()),
+        }
+        .into()
     };
     // SAFETY: plain call; a null handle means failure.
     let server = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, server_pid) };
@@ -152,7 +159,7 @@ fn check_server(pipe: HANDLE, path: &Path) -> io::Result<()> {
     // SAFETY: a fresh handle that we own.
     let server = unsafe { OwnedHandle::from_raw_handle(server) };
     let theirs = TokenUserInfo::of(server.as_raw_handle()).map_err(|_| foreign())?;
-    if !theirs.same_user(&TokenUserInfo::mine()?) {
+    if !theirs.same_user(&mine) {
         return Err(foreign());
     }
     Ok(())
@@ -169,19 +176,7 @@ unsafe impl Sync for OwnerOnly {}
 
 impl OwnerOnly {
     fn new() -> io::Result<Self> {
-        let me = TokenUserInfo::mine()?;
-        let mut text: *mut u16 = std::ptr::null_mut();
-        // SAFETY: a valid SID; the string is allocated for us (LocalFree).
-        if unsafe { ConvertSidToStringSidW(me.sid(), &mut text) } == 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a NUL-terminated string from the call above.
-        let sid = unsafe {
-            let len = (0..).take_while(|&i| *text.add(i) != 0).count();
-            let sid = String::from_utf16_lossy(std::slice::from_raw_parts(text, len));
-            LocalFree(text as HLOCAL);
-            sid
-        };
+        let sid = TokenUserInfo::mine()?.sid_string()?;
         let sddl: Vec<u16> = format!("D:P(A;;GA;;;{sid})")
             .encode_utf16()
             .chain(Some(0))
@@ -495,7 +490,7 @@ impl Write for ClientStream {
 }
 
 /// Connects to the pipe at `path`, refusing one served by another user
-/// ([`ForeignPipe`]) before anything is sent.
+/// ([`ForeignEndpoint`]) before anything is sent.
 pub fn connect(path: &Path) -> io::Result<ClientStream> {
     let deadline = Instant::now() + BUSY_WAIT;
     loop {
