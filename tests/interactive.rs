@@ -196,7 +196,6 @@ const REACTION_MS: u64 = 250;
 
 /// Delivery into a provider that works by itself now and then: every text
 /// arrives once, whole, in order, and never while the provider is busy.
-
 fn delivers_while_it_alternates(provider: &str) {
     let env = TestEnv::new();
     let served = Served::start(&env, "bob", provider, &[("FAKE_AUTOBUSY", "700,500")], &[]);
