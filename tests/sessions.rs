@@ -22,7 +22,8 @@ use support::raw::{
     connect, expect_error, frame, read_frame, TAG_INPUT, TAG_OUTPUT, TAG_REQUEST, TAG_RESPONSE,
 };
 use support::run::run_bounded;
-use support::TIMEOUT;
+use support::term::Term;
+use support::{poll_within, BIN, TIMEOUT};
 
 /// Detach from `attach`: Ctrl-\.
 const CTRL_BACKSLASH: u8 = 0x1c;
@@ -150,6 +151,54 @@ fn start_list_snapshot_send_and_kill() {
 }
 
 // 2. attach, detach, re-attach, several clients ---------------------------
+
+/// The session's size, as `snapshot --json` says it.
+fn size(env: &TestEnv, name: &str) -> (u64, u64) {
+    let shot = env.run_ok(&["session", "snapshot", name, "--json"]).json();
+    (
+        shot["rows"].as_u64().unwrap(),
+        shot["cols"].as_u64().unwrap(),
+    )
+}
+
+/// The person resizes the terminal: the session takes the new size, and
+/// bash (`checkwinsize`) knows it. `term` shows session `name` and already
+/// follows resizes.
+fn follows_a_resize(env: &TestEnv, term: &Term, name: &str) {
+    assert_eq!(size(env, name), (24, 80));
+    term.resize(30, 100);
+    poll_within(TIMEOUT, "the session at 30x100", || {
+        (size(env, name) == (30, 100)).then_some(())
+    });
+    let mark = term.mark();
+    term.write(b"echo cols-$COLUMNS\r");
+    term.wait_for_after(mark, "cols-100");
+}
+
+#[test]
+fn attach_follows_the_terminal_when_it_is_resized() {
+    let env = TestEnv::new();
+    env.start_bash("rz");
+    let mut term = env.term(&["session", "attach", "rz"]);
+    // The banner comes once the client watches for resizes.
+    term.wait_for("[attached to rz;");
+    follows_a_resize(&env, &term, "rz");
+    term.write(&[CTRL_BACKSLASH]);
+    assert!(term.wait_exit().success(), "{:?}", term.output());
+}
+
+#[test]
+fn a_foreground_session_follows_the_terminal_when_it_is_resized() {
+    let env = TestEnv::new();
+    let mut argv = vec![BIN, "session", "run", "fg"];
+    argv.extend_from_slice(BASH);
+    let mut term = env.term_with(&argv, &[], false);
+    // Counted as a client once the supervisor follows the terminal.
+    env.wait_clients("fg", 1);
+    follows_a_resize(&env, &term, "fg");
+    term.write(b"exit\r");
+    assert!(term.wait_exit().success(), "{:?}", term.output());
+}
 
 #[test]
 fn attach_types_detaches_and_reattaches_with_the_screen_redrawn() {

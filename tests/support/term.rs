@@ -57,7 +57,7 @@ pub struct Term {
     child: Box<dyn portable_pty::Child + Send + Sync>,
     pid: u32,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
-    _master: Box<dyn MasterPty + Send>,
+    master: Box<dyn MasterPty + Send>,
     shown: Arc<(Mutex<Shown>, Condvar)>,
     model: Arc<Mutex<ScreenModel>>,
     options: TermOptions,
@@ -96,7 +96,7 @@ impl Term {
             child,
             pid,
             writer,
-            _master: pair.master,
+            master: pair.master,
             shown,
             model,
             options,
@@ -109,6 +109,20 @@ impl Term {
     }
 
     /// Types `bytes`.
+    /// Resizes the terminal, as a person resizing the window does: the
+    /// program in front gets SIGWINCH.
+    pub fn resize(&self, rows: u16, cols: u16) {
+        self.model.lock().unwrap().resize(rows, cols);
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("resize the test-side terminal");
+    }
+
     pub fn write(&self, bytes: &[u8]) {
         let mut writer = self.writer.lock().unwrap();
         writer.write_all(bytes).expect("write to the test-side PTY");

@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 
-use super::{runtime, SessionHandle, Supervisor, SupervisorConfig, SupervisorError};
+use super::{runtime, SessionHandle, Shared, Supervisor, SupervisorConfig, SupervisorError};
 use crate::pty::size::clamped;
 use crate::socket::protocol::ExitInfo;
 // Raw mode is termios on Unix and console modes on Windows.
@@ -35,19 +35,9 @@ pub fn run_foreground(
         beside(supervisor.handle());
         let guard = RawModeGuard::enable();
         let shared = supervisor.shared().clone();
-        // Windows sends no resize signal: its console's size is polled (see
-        // os::watch_resizes), on a thread that ends with the process, as
-        // the keystrokes' does. Before the person counts as a client, so
-        // that a resize after `session ls` shows them is followed.
-        #[cfg(windows)]
-        {
-            let resize = shared.clone();
-            crate::os::watch_resizes(move |rows, cols| {
-                let (rows, cols) = clamped(rows, cols);
-                let _ = resize.lock().resize(rows, cols);
-                true
-            });
-        }
+        // Before the person counts as a client, so that a resize after
+        // `session ls` shows them is followed.
+        follow_resizes(shared.clone());
         {
             let mut state = shared.lock();
             state.foreground_terminal = guard.is_terminal();
@@ -74,22 +64,6 @@ pub fn run_foreground(
                 }
             })
             .map_err(SupervisorError::Runtime)?;
-        #[cfg(unix)]
-        let resize = shared.clone();
-        #[cfg(unix)]
-        tokio::spawn(async move {
-            let Ok(mut winch) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-            else {
-                return;
-            };
-            while winch.recv().await.is_some() {
-                if let Some((rows, cols)) = terminal_size() {
-                    let (rows, cols) = clamped(rows, cols);
-                    let _ = resize.lock().resize(rows, cols);
-                }
-            }
-        });
         let mut stdout = std::io::stdout();
         let info = supervisor
             .run(
@@ -103,4 +77,36 @@ pub fn run_foreground(
         drop(guard);
         Ok(info)
     })
+}
+
+/// The session takes the person's terminal size whenever it changes: on
+/// SIGWINCH, in a task of the session's event loop. The handler is in place
+/// when this returns; a SIGWINCH before it would be ignored.
+#[cfg(unix)]
+fn follow_resizes(shared: Shared) {
+    let Ok(mut winch) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        while winch.recv().await.is_some() {
+            if let Some((rows, cols)) = terminal_size() {
+                let (rows, cols) = clamped(rows, cols);
+                let _ = shared.lock().resize(rows, cols);
+            }
+        }
+    });
+}
+
+/// Windows sends no resize signal: the console's size is polled (see
+/// os::watch_resizes), on a thread that ends with the process, as the
+/// keystrokes' does.
+#[cfg(windows)]
+fn follow_resizes(shared: Shared) {
+    crate::os::watch_resizes(move |rows, cols| {
+        let (rows, cols) = clamped(rows, cols);
+        let _ = shared.lock().resize(rows, cols);
+        true
+    });
 }
