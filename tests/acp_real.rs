@@ -235,12 +235,17 @@ fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
         "{first}"
     );
     assert_eq!(
-        w.turns_with("say hello ONE SLOW=3"),
+        w.logged_turns_with("say hello ONE SLOW=3"),
         1,
         "{}",
         w.requests_summary()
     );
-    assert_eq!(w.turns_with("say hello TWO"), 1, "{}", w.requests_summary());
+    assert_eq!(
+        w.logged_turns_with("say hello TWO"),
+        1,
+        "{}",
+        w.requests_summary()
+    );
 
     // 8 senders × 5 deliveries: each once, in per-sender order, never two
     // turns at once.
@@ -259,7 +264,11 @@ fn deliveries_are_prompts_one_turn_at_a_time(cli: Cli, test: &str) {
     });
     for (i, sent) in evidence.iter().enumerate() {
         for j in 0..5 {
-            assert_eq!(w.turns_with(&format!("say hello S{i}M{j}")), 1, "S{i}M{j}");
+            assert_eq!(
+                w.logged_turns_with(&format!("say hello S{i}M{j}")),
+                1,
+                "S{i}M{j}"
+            );
         }
         for pair in sent.windows(2) {
             assert!(pair[0]["submitted"].as_u64() <= pair[1]["entered"].as_u64());
@@ -293,7 +302,7 @@ fn messages_and_cancel(cli: Cli, test: &str) {
     let shown = message(&w, &inv);
     assert_eq!(shown["status"], "DELIVERED", "{shown}");
     let note = notification(&inv);
-    assert_eq!(w.turns_with(&note), 1, "{}", w.requests_summary());
+    assert_eq!(w.logged_turns_with(&note), 1, "{}", w.requests_summary());
     let attempts = shown["delivery_attempts"].as_array().unwrap();
     let evidence = &attempts.last().unwrap()["evidence"];
     assert_eq!(evidence["style"], "prompt", "{shown}");
@@ -358,7 +367,7 @@ fn survives_the_agent_killed_mid_turn(cli: Cli, test: &str) {
     wait_for("the message", TURN, || {
         message(&w, &inv)["status"] == "DELIVERED"
     });
-    assert_eq!(w.turns_with(&note), 1, "{}", w.requests_summary());
+    assert_eq!(w.logged_turns_with(&note), 1, "{}", w.requests_summary());
     let request = w
         .requests()
         .into_iter()
@@ -593,7 +602,12 @@ fn clients_share_the_session_through_the_bridge(cli: Cli, test: &str) {
         ended["result"]["stopReason"], "end_turn",
         "[{test}] {ended}"
     );
-    assert_eq!(w.turns_with(text), 1, "[{test}] {}", w.requests_summary());
+    assert_eq!(
+        w.logged_turns_with(text),
+        1,
+        "[{test}] {}",
+        w.requests_summary()
+    );
     assert_eq!(
         w.turns_with("say hello INTRUDER"),
         0,

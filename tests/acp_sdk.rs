@@ -212,7 +212,7 @@ fn the_official_sdk_with_real_opencode() {
     assert!(replied.contains("pang"), "{seen}");
     in_order(&replay, &turn);
     // The model got each prompt once.
-    assert_eq!(w.turns_with(earlier), 1, "{}", w.requests_summary());
-    assert_eq!(w.turns_with(prompt), 1, "{}", w.requests_summary());
+    assert_eq!(w.logged_turns_with(earlier), 1, "{}", w.requests_summary());
+    assert_eq!(w.logged_turns_with(prompt), 1, "{}", w.requests_summary());
     w.finish(vec![]);
 }

@@ -212,7 +212,7 @@ fn delivers_and_waits_for_the_turn(cli: Cli, test: &str) {
     // of one request (title requests aside).
     for text in [first, second] {
         assert_eq!(
-            w.turns_with(text),
+            w.logged_turns_with(text),
             1,
             "[{test}] {text:?} did not reach the model exactly once:\n{}",
             w.requests_summary()
@@ -440,7 +440,7 @@ fn a_burst_is_one_turn(cli: Cli, test: &str) {
         assert!(delivered.contains(id), "[{test}] {id} not DELIVERED");
     }
     assert_eq!(
-        w.turns_with(&note),
+        w.logged_turns_with(&note),
         1,
         "[{test}] the batch did not reach the model exactly once:\n{}",
         w.requests_summary()

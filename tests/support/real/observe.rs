@@ -159,6 +159,16 @@ impl World {
         true
     }
 
+    /// [`World::turns_with`] once at least one such turn is in the log
+    /// (waited for up to 10 s). The mock logs a request when its answer is
+    /// finished, which can be just after the client has read the answer's
+    /// end and so after the turn ended for the test: a count read at once
+    /// may miss it.
+    pub fn logged_turns_with(&self, text: &str) -> usize {
+        self.wait_turn(text, Duration::from_secs(10));
+        self.turns_with(text)
+    }
+
     /// How many model requests of a turn (with tools: not titles, token
     /// counts or suggestions; not the continuation that brings a tool's
     /// result) end with `text`: each turn started with it makes one.
@@ -188,13 +198,16 @@ impl World {
                     .rev()
                     .collect();
                 format!(
-                    "  #{} {} {} structured={} received={} last_delta={} prompt=…{:?}\n",
+                    "  #{} {} {} structured={} tools={} tool_result={} received={} last_delta={} finished={} prompt=…{:?}\n",
                     r["id"],
                     r["method"],
                     r["path"],
                     r["structured"],
+                    r["body"]["tools"].as_array().map_or(0, Vec::len),
+                    !r["tool_result"].is_null(),
                     r["received_at"],
                     r["last_delta_at"],
+                    r["finished_at"],
                     tail
                 )
             })
