@@ -495,8 +495,8 @@ pub fn reset_signals() {
 ///
 /// glibc also gives each thread that allocates an arena of its own (up to
 /// 8 per core), to spare threads that allocate at once the wait for a lock.
-/// A supervisor's threads (the event loop, which also reads and writes the
-/// PTY, and the child's waiter) take turns on one stream of output and allocate little, so that
+/// A supervisor's threads (the event loop and the PTY's reader, writer and
+/// waiter) take turns on one stream of output and allocate little, so that
 /// wait is short, while each arena keeps its own partly used pages: one
 /// arena saves about 70 kB of an idle supervisor's 1.5 MB of private memory
 /// (docs/benchmarks.md, idle memory).

@@ -1,11 +1,10 @@
 //! A child process in a real pseudo-terminal.
 //!
-//! portable-pty opens it (openpty on Unix, ConPTY on Windows). How its
-//! output is read and its input written differs: on Unix the master is
-//! polled on the event loop (`polled`), on Windows the console's pipes
-//! block, so a thread serves each direction (`threaded`). Either way a child
-//! that stops reading (the tty buffer is 4 KiB on Linux) never stalls the
-//! supervisor's event loop.
+//! portable-pty chooses the platform implementation (openpty on Unix, ConPTY
+//! on Windows) and is blocking, so reading happens on a dedicated thread that
+//! hands chunks to async code; writing has its own thread too, because a child
+//! that stops reading fills the tty buffer (4 KiB on Linux) and a blocked write
+//! must never stall the supervisor's event loop.
 
 pub mod cast;
 pub mod size;
@@ -18,15 +17,8 @@ use unix as sys;
 mod windows;
 #[cfg(windows)]
 use windows as sys;
-#[cfg(unix)]
-mod polled;
-#[cfg(unix)]
-use polled::start_io;
-#[cfg(windows)]
-mod threaded;
-#[cfg(windows)]
-use threaded::start_io;
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use portable_pty::{CommandBuilder, MasterPty, PtySize};
@@ -93,21 +85,21 @@ pub struct PtyProcess {
 
 /// A cloneable handle that queues bytes for the child, in order.
 #[derive(Clone)]
-pub struct PtyWriter(mpsc::UnboundedSender<Vec<u8>>);
+pub struct PtyWriter(std::sync::mpsc::Sender<Vec<u8>>);
 
 impl PtyWriter {
     pub fn write(&self, bytes: Vec<u8>) {
-        // The writer is gone only once the PTY is: nothing to do then.
+        // The writer thread is gone only once the PTY is: nothing to do then.
         let _ = self.0.send(bytes);
     }
 }
 
 impl PtyProcess {
-    /// Starts the child; its output, EOF and exit arrive on `events`. Must
-    /// run inside a tokio runtime.
+    /// Starts the child; its output, EOF and exit arrive on `events`.
     ///
-    /// A thread waits for its exit; its output is read, and input queued by
-    /// any caller written in order, as the platform allows (`start_io`).
+    /// Three threads serve it, each blocking on one thing: the reader (the
+    /// child's output), the waiter (its exit) and the writer (input queued
+    /// by any caller, in order).
     pub fn spawn(spec: &SpawnSpec, events: mpsc::Sender<PtyEvent>) -> Result<Self, PtyError> {
         if !spec.cwd.is_dir() {
             return Err(PtyError::BadCwd(spec.cwd.display().to_string()));
@@ -133,8 +125,18 @@ impl PtyProcess {
         drop(pair.slave);
         let pid = child.process_id().unwrap_or(0);
         let control = sys::Control::new(pid, &*child);
-        let input = start_io(&*pair.master, events.clone(), recorder.clone())?;
+        let reader = pair
+            .master
+            .try_clone_reader()
+            .map_err(|e| PtyError::Open(e.to_string()))?;
+        let waiting = sys::Waiting::new(&*pair.master);
+        read_output(reader, waiting, events.clone(), recorder.clone())?;
         wait_for_exit(child, events)?;
+        let writer = pair
+            .master
+            .take_writer()
+            .map_err(|e| PtyError::Open(e.to_string()))?;
+        let input = write_input(writer, recorder.clone())?;
         Ok(Self {
             master: pair.master,
             input,
@@ -216,6 +218,35 @@ fn command(spec: &SpawnSpec) -> CommandBuilder {
     cmd
 }
 
+/// The reader thread: the child's output, recorded, then EOF.
+fn read_output(
+    mut reader: Box<dyn Read + Send>,
+    waiting: sys::Waiting,
+    out: mpsc::Sender<PtyEvent>,
+    recorder: Option<cast::SharedRecorder>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("pty-reader".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if let Some(r) = &recorder {
+                            lock(r).output(&buf[..n]);
+                        }
+                        if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, &waiting) {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = out.blocking_send(PtyEvent::Eof);
+        })
+        .map(drop)
+}
+
 /// The waiter thread: how the child ended.
 fn wait_for_exit(
     mut child: Box<dyn portable_pty::Child + Send + Sync>,
@@ -245,10 +276,73 @@ fn wait_for_exit(
         .map(drop)
 }
 
-pub(super) fn lock(
-    recorder: &cast::SharedRecorder,
-) -> std::sync::MutexGuard<'_, cast::CastRecorder> {
+/// The writer thread: queued input, in order, recorded. A child that stops
+/// reading blocks only this thread.
+fn write_input(
+    mut writer: Box<dyn Write + Send>,
+    recorder: Option<cast::SharedRecorder>,
+) -> std::io::Result<PtyWriter> {
+    let (input, queued) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::Builder::new()
+        .name("pty-writer".into())
+        .spawn(move || {
+            for chunk in queued {
+                if let Some(r) = &recorder {
+                    lock(r).input(&chunk);
+                }
+                if writer
+                    .write_all(&chunk)
+                    .and_then(|_| writer.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })?;
+    Ok(PtyWriter(input))
+}
+
+fn lock(recorder: &cast::SharedRecorder) -> std::sync::MutexGuard<'_, cast::CastRecorder> {
     recorder.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Most bytes merged into one chunk while the consumer is behind.
+const MAX_COALESCED: usize = 1 << 20;
+
+/// Hands `chunk` to the event loop. While the loop is behind (the channel is
+/// full) and more output is already waiting in the PTY, it is read and
+/// merged instead of queued chunk by chunk: a flood then reaches the screen
+/// model as a few large chunks, which it can fast-forward through. Nothing
+/// is held back once the PTY has nothing more to read. Returns false when
+/// the loop is gone.
+fn send_coalesced(
+    out: &mpsc::Sender<PtyEvent>,
+    mut chunk: Vec<u8>,
+    reader: &mut Box<dyn Read + Send>,
+    waiting: &sys::Waiting,
+) -> bool {
+    use tokio::sync::mpsc::error::TrySendError;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match out.try_send(PtyEvent::Output(chunk)) {
+            Ok(()) => return true,
+            Err(TrySendError::Closed(_)) => return false,
+            Err(TrySendError::Full(PtyEvent::Output(back))) => {
+                chunk = back;
+                if chunk.len() < MAX_COALESCED && waiting.now() {
+                    match reader.read(&mut buf) {
+                        Ok(n) if n > 0 => {
+                            chunk.extend_from_slice(&buf[..n]);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                return out.blocking_send(PtyEvent::Output(chunk)).is_ok();
+            }
+            Err(TrySendError::Full(_)) => unreachable!("only output is sent here"),
+        }
+    }
 }
 
 fn size(rows: u16, cols: u16) -> PtySize {

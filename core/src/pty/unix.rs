@@ -1,4 +1,6 @@
-//! Unix: process groups and signals.
+//! Unix: process groups, signals, and polling the master.
+
+use std::os::fd::RawFd;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -52,5 +54,28 @@ impl Control {
         {
             let _ = killpg(Pid::from_raw(fg), signal);
         }
+    }
+}
+
+/// Tells whether more output already waits in the PTY.
+pub(super) struct Waiting(Option<RawFd>);
+
+impl Waiting {
+    pub fn new(master: &dyn MasterPty) -> Self {
+        Self(master.as_raw_fd())
+    }
+
+    /// Whether a read on the master would return at once.
+    pub fn now(&self) -> bool {
+        let Some(fd) = self.0 else {
+            return false;
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        unsafe { libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLIN != 0 }
     }
 }

@@ -588,3 +588,19 @@ impl Control {
         let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
     }
 }
+
+/// Missing on Windows: asking whether output waits without reading it
+/// (PeekNamedPipe works on anonymous pipes, but the reader is a clone the
+/// reader thread owns). The reader hands over chunk by chunk instead of
+/// merging a flood.
+pub(super) struct Waiting;
+
+impl Waiting {
+    pub fn new(_master: &dyn MasterPty) -> Self {
+        Self
+    }
+
+    pub fn now(&self) -> bool {
+        false
+    }
+}

@@ -405,7 +405,7 @@ impl Supervisor {
         let (listener, replaced_stale) = claim_endpoint(&registry, &config.name)?;
         let paths = registry.paths(&config.name);
         // Few slots: in a flood the reader merges what waits into one chunk
-        // (see pty's `send_coalesced`), so this bounds the bytes in flight.
+        // (see pty::send_coalesced), so this bounds the bytes in flight.
         let (events_tx, events) = mpsc::channel(PTY_QUEUE);
         let (pty, record) = start_child(&config, &paths, events_tx)?;
         let (notes_tx, notes) = mpsc::unbounded_channel();
