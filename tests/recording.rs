@@ -59,3 +59,54 @@ fn a_recorded_session_holds_its_input_and_output() {
         0o600
     );
 }
+
+/// A flood of output is recorded whole: while the event loop is behind, the
+/// PTY's reader merges what waits into one chunk, and each read it merges
+/// is recorded too (once, it was not, and a cast lost what the screen saw).
+#[test]
+fn a_recorded_flood_holds_every_line() {
+    const LINES: u32 = 300_000;
+    let env = TestEnv::new();
+    let cast = env.base().join("flood.cast");
+    let cast_arg = cast.display().to_string();
+    env.start(
+        "flood",
+        &[
+            "--record",
+            &cast_arg,
+            "--env",
+            "PS1=$ ",
+            "--",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
+    );
+    env.send_line("flood", &format!("seq 1 {LINES}; echo flood-$((6*7))"));
+    env.wait_screen("flood", "flood-42");
+    env.run_ok(&["session", "kill", "flood"]);
+
+    let text = std::fs::read_to_string(&cast).unwrap();
+    let output: String = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e[1] == "o")
+        .map(|e| e[2].as_str().unwrap().to_owned())
+        .collect();
+    // A line is what follows its last CR: bash's first one starts with the
+    // end of bracketed paste mode, `ESC [?2004l CR`.
+    let numbers: Vec<&str> = output
+        .split("\r\n")
+        .map(|l| l.rsplit('\r').next().unwrap_or_default())
+        .skip_while(|l| *l != "1")
+        .take(LINES as usize)
+        .collect();
+    let expected: Vec<String> = (1..=LINES).map(|n| n.to_string()).collect();
+    let missing = expected
+        .iter()
+        .zip(&numbers)
+        .position(|(want, got)| want != got);
+    assert_eq!(numbers.len(), LINES as usize, "the cast lost lines");
+    assert_eq!(missing, None, "the cast differs from `seq` from there on");
+}

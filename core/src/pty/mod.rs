@@ -233,10 +233,9 @@ fn read_output(
                 match reader.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        if let Some(r) = &recorder {
-                            lock(r).output(&buf[..n]);
-                        }
-                        if !send_coalesced(&out, buf[..n].to_vec(), &mut reader, &waiting) {
+                        record(&recorder, &buf[..n]);
+                        let chunk = buf[..n].to_vec();
+                        if !send_coalesced(&out, chunk, &mut reader, &waiting, &recorder) {
                             return;
                         }
                     }
@@ -306,6 +305,12 @@ fn lock(recorder: &cast::SharedRecorder) -> std::sync::MutexGuard<'_, cast::Cast
     recorder.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn record(recorder: &Option<cast::SharedRecorder>, output: &[u8]) {
+    if let Some(r) = recorder {
+        lock(r).output(output);
+    }
+}
+
 /// Most bytes merged into one chunk while the consumer is behind.
 const MAX_COALESCED: usize = 1 << 20;
 
@@ -314,12 +319,13 @@ const MAX_COALESCED: usize = 1 << 20;
 /// merged instead of queued chunk by chunk: a flood then reaches the screen
 /// model as a few large chunks, which it can fast-forward through. Nothing
 /// is held back once the PTY has nothing more to read. Returns false when
-/// the loop is gone.
+/// the loop is gone. Every read is recorded, merged or not.
 fn send_coalesced(
     out: &mpsc::Sender<PtyEvent>,
     mut chunk: Vec<u8>,
     reader: &mut Box<dyn Read + Send>,
     waiting: &sys::Waiting,
+    recorder: &Option<cast::SharedRecorder>,
 ) -> bool {
     use tokio::sync::mpsc::error::TrySendError;
     let mut buf = vec![0u8; 64 * 1024];
@@ -332,6 +338,7 @@ fn send_coalesced(
                 if chunk.len() < MAX_COALESCED && waiting.now() {
                     match reader.read(&mut buf) {
                         Ok(n) if n > 0 => {
+                            record(recorder, &buf[..n]);
                             chunk.extend_from_slice(&buf[..n]);
                             continue;
                         }
