@@ -6,13 +6,13 @@ mod support;
 use serde_json::Value;
 use support::env::TestEnv;
 
-#[test]
-fn a_recorded_session_holds_its_input_and_output() {
-    let env = TestEnv::new();
-    let cast = env.base().join("s.cast");
+/// Starts bash as session `name`, recorded to `<name>.cast`; returns the
+/// cast's path.
+fn start_recorded_bash(env: &TestEnv, name: &str) -> std::path::PathBuf {
+    let cast = env.base().join(format!("{name}.cast"));
     let cast_arg = cast.display().to_string();
     env.start(
-        "rec",
+        name,
         &[
             "--record",
             &cast_arg,
@@ -24,6 +24,13 @@ fn a_recorded_session_holds_its_input_and_output() {
             "--noprofile",
         ],
     );
+    cast
+}
+
+#[test]
+fn a_recorded_session_holds_its_input_and_output() {
+    let env = TestEnv::new();
+    let cast = start_recorded_bash(&env, "rec");
     env.send_line("rec", "echo recorded-$((6*7))");
     env.wait_screen("rec", "recorded-42");
     env.run_ok(&["session", "kill", "rec"]);
@@ -67,21 +74,7 @@ fn a_recorded_session_holds_its_input_and_output() {
 fn a_recorded_flood_holds_every_line() {
     const LINES: u32 = 300_000;
     let env = TestEnv::new();
-    let cast = env.base().join("flood.cast");
-    let cast_arg = cast.display().to_string();
-    env.start(
-        "flood",
-        &[
-            "--record",
-            &cast_arg,
-            "--env",
-            "PS1=$ ",
-            "--",
-            "bash",
-            "--norc",
-            "--noprofile",
-        ],
-    );
+    let cast = start_recorded_bash(&env, "flood");
     env.send_line("flood", &format!("seq 1 {LINES}; echo flood-$((6*7))"));
     env.wait_screen("flood", "flood-42");
     env.run_ok(&["session", "kill", "flood"]);
