@@ -240,6 +240,10 @@ pub struct WinRun {
     /// The rendered screen's rows, trailing blanks and empty rows at the
     /// end removed.
     pub lines: Vec<String>,
+    /// Whether the terminal closed (every writer gone) before it was read.
+    pub closed: bool,
+    /// The bytes the terminal received, for failure messages.
+    pub raw: String,
 }
 
 impl WinRun {
@@ -251,14 +255,41 @@ impl WinRun {
     /// on (rows wrap the one line; joined, they are that line again).
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.lines.concat())
-            .unwrap_or_else(|e| panic!("`{}` printed no JSON ({e}):\n{}", self.what, self.text()))
+        serde_json::from_str(&self.lines.concat()).unwrap_or_else(|e| {
+            panic!(
+                "`{}` printed no JSON ({e}):\n{}\n{}",
+                self.what,
+                self.text(),
+                self.received()
+            )
+        })
     }
 
     #[track_caller]
     pub fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "`{}` failed:\n{}", self.what, self.text());
+        assert_eq!(
+            self.code,
+            0,
+            "`{}` failed:\n{}\n{}",
+            self.what,
+            self.text(),
+            self.received()
+        );
         self
+    }
+
+    /// What the terminal received and whether it closed: a screen that
+    /// lacks what the program printed says no more than that.
+    fn received(&self) -> String {
+        format!(
+            "(the terminal {}; it received {:?})",
+            if self.closed {
+                "closed"
+            } else {
+                "had not closed"
+            },
+            self.raw
+        )
     }
 }
 
@@ -384,7 +415,7 @@ impl WineEnv {
         let status = term.wait_exit_within(WINE_TIMEOUT);
         // Everything the command wrote was read once the terminal closed;
         // a detached supervisor holds none of it (it has no console).
-        term.wait_closed(TIMEOUT);
+        let closed = term.wait_closed(TIMEOUT);
         let mut lines: Vec<String> = term
             .lines()
             .iter()
@@ -397,6 +428,8 @@ impl WineEnv {
             what,
             code: status.exit_code(),
             lines,
+            closed,
+            raw: term.output(),
         }
     }
 
