@@ -12,10 +12,22 @@
 //! person would reach for: it opens the PTY, copies what the program
 //! writes to its own stdout, and nothing else. Its stdout is a pipe the
 //! benchmark drains and counts, as a terminal would take it.
+//!
+//! Both floors run with one CPU kept busy ([`Busy`]). A relay that does
+//! nothing but read sleeps between the kernel's 4 kB hand-overs, and on a
+//! virtual machine an idle CPU wakes slowly: measured on the 2-core VM of
+//! docs/benchmarks.md, a bare read loop moved 62 MB/s alone and 108 MB/s
+//! beside a spinning process, while a supervisor, whose event loop parses
+//! what its reader hands over, keeps a CPU awake by itself. Without it the
+//! floor measured the hypervisor's wake-ups and came out below the
+//! session it is the floor of.
 
 use std::io::{Read, Write};
 use std::os::fd::RawFd;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -117,8 +129,40 @@ pub fn echo(plan: &Plan) -> anyhow::Result<Vec<Duration>> {
     Ok(samples)
 }
 
+/// A thread that spins until dropped, so that one CPU never idles.
+struct Busy {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Time from spawning the 200 MB writer to end of file on the master.
 pub fn throughput() -> anyhow::Result<Duration> {
+    let _busy = Busy::start();
     let start = Instant::now();
     let mut pty = BarePty::spawn(&throughput_command())?;
     let mut buf = vec![0u8; 64 * 1024];
@@ -143,6 +187,7 @@ pub fn throughput() -> anyhow::Result<Duration> {
 /// Time from spawning `script -q -e -c <the 200 MB writer> /dev/null` to
 /// its exit, its stdout drained and counted.
 pub fn script_relay() -> anyhow::Result<Duration> {
+    let _busy = Busy::start();
     let start = Instant::now();
     let mut child = Command::new("script")
         .args(["-q", "-e", "-c", &throughput_command(), "/dev/null"])

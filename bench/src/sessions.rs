@@ -243,8 +243,9 @@ fn method(bench: &Bench) -> Vec<String> {
              terminal adds a CR to each LF), timed from starting it until all of it was \
              consumed. Bare PTY: read from the master until end of file. `script`: \
              `script -q -e -c CMD /dev/null`, its stdout a pipe the benchmark drains (64 KiB \
-             reads) and counts, timed until it exits. The floor is the faster of the two. \
-             agent-comms (screen \
+             reads) and counts, timed until it exits. Both bare rows run beside a thread that \
+             spins, so that no CPU idles (on a virtual machine an idle CPU wakes slowly; see \
+             `bench/src/bare.rs`). The floor is the faster of the two. agent-comms (screen \
              model on): from spawning `session new` until the `Exited` event on a watch stream \
              (a watcher that falls behind is sent a redraw in place of the bytes it missed, \
              hence the MB it received), and, with no client, until the supervisor process is \
