@@ -562,8 +562,12 @@ fn kill_during_a_running_cell_ends_everything() {
     assert!(env.is_ours(sleeper));
 
     env.k(&["kill", "b"]).is(0, "OK killed b\n");
+    // Gone when k says so: a `k new b` right after must not find it.
+    assert!(
+        wait_gone(sup, Duration::ZERO),
+        "k kill returned while the supervisor ({sup}) still ran"
+    );
     for (what, pid) in [
-        ("supervisor", sup),
         ("REPL", repl),
         ("cell's sleep", sleeper),
     ] {

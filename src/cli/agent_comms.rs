@@ -615,7 +615,10 @@ fn kill(name: &str, grace: f64, json: bool) -> anyhow::Result<i32> {
         Response::Exited(info) => info,
         other => bail!("unexpected reply to kill: {other:?}"),
     };
-    agent_comms_core::session::wait_gone(record.supervisor_pid, std::time::Duration::from_secs(5));
+    agent_comms_core::session::wait_gone(
+        record.supervisor_pid,
+        agent_comms_core::supervisor::SUPERVISOR_EXIT_WAIT,
+    );
     if json {
         println!(
             "{}",
