@@ -567,10 +567,7 @@ fn kill_during_a_running_cell_ends_everything() {
         wait_gone(sup, Duration::ZERO),
         "k kill returned while the supervisor ({sup}) still ran"
     );
-    for (what, pid) in [
-        ("REPL", repl),
-        ("cell's sleep", sleeper),
-    ] {
+    for (what, pid) in [("REPL", repl), ("cell's sleep", sleeper)] {
         assert!(
             wait_gone(pid, TIMEOUT),
             "the {what} ({pid}) survived k kill"
