@@ -609,16 +609,12 @@ fn send(name: &str, keys: bool, text: &[String]) -> anyhow::Result<i32> {
 }
 
 fn kill(name: &str, grace: f64, json: bool) -> anyhow::Result<i32> {
-    let grace_ms = kill_grace(grace)?.as_millis() as u64;
+    let grace = kill_grace(grace)?;
     let (mut client, record) = connect(name)?;
-    let info = match client.request(Request::Kill { grace_ms })? {
+    let info = match client.kill(record.supervisor_pid, grace)? {
         Response::Exited(info) => info,
         other => bail!("unexpected reply to kill: {other:?}"),
     };
-    agent_comms_core::session::wait_gone(
-        record.supervisor_pid,
-        agent_comms_core::supervisor::SUPERVISOR_EXIT_WAIT,
-    );
     if json {
         println!(
             "{}",

@@ -18,7 +18,7 @@ use agent_comms_core::socket::protocol::{
     CellEvent, CellReply, CellState, Event, Request, Response, StreamMode,
 };
 use agent_comms_core::supervisor::cell_session::{self, CellSession};
-use agent_comms_core::supervisor::{DEFAULT_KILL_GRACE, SUPERVISOR_EXIT_WAIT};
+use agent_comms_core::supervisor::DEFAULT_KILL_GRACE;
 
 use super::cells_format::{cell_json, error_json, py_repr};
 
@@ -341,15 +341,10 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// Ends the session; "OK killed" once its supervisor is gone too (as
-/// `agent-comms session kill`), so a `k new` of the same name right after
-/// does not find it still there.
+/// Ends the session; "OK killed" once its supervisor is gone too.
 fn kill(name: &SessionName, out: &mut dyn Write) -> i32 {
     if let Connect::Ok(mut client, record) = connect(name) {
-        let _ = client.request(Request::Kill {
-            grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
-        });
-        agent_comms_core::session::wait_gone(record.supervisor_pid, SUPERVISOR_EXIT_WAIT);
+        let _ = client.kill(record.supervisor_pid, DEFAULT_KILL_GRACE);
     }
     let _ = writeln!(out, "OK killed {name}");
     0

@@ -51,6 +51,10 @@ pub struct Client {
     next_id: u32,
 }
 
+/// How long [`Client::kill`] waits, after the reply, for the supervisor to
+/// exit.
+const SUPERVISOR_EXIT_WAIT: Duration = Duration::from_secs(5);
+
 /// The first reads' size, and the most one read takes in.
 const FIRST_READ: usize = 4 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
@@ -176,6 +180,21 @@ impl Client {
                 other => return Err(ClientError::Unexpected(format!("{other:?}"))),
             }
         }
+    }
+
+    /// Asks the supervisor to end its program ([`Request::Kill`]: hangup
+    /// and terminate, then kill after `grace`) and returns the reply once
+    /// the supervisor process, `supervisor_pid`, is gone too (waited for at
+    /// most [`SUPERVISOR_EXIT_WAIT`]). A supervisor answers once its child
+    /// has ended, then cleans up and exits: a caller that returned on the
+    /// reply could still find the session there (`k new` of its name
+    /// refused, its processes listed).
+    pub fn kill(&mut self, supervisor_pid: u32, grace: Duration) -> Result<Response, ClientError> {
+        let reply = self.request(Request::Kill {
+            grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        })?;
+        crate::session::wait_gone(supervisor_pid, SUPERVISOR_EXIT_WAIT);
+        Ok(reply)
     }
 
     /// [`Self::request`] for a request that may wait (`deliver`, `nudge`

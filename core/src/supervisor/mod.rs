@@ -47,9 +47,6 @@ use signals::TerminationSignals;
 
 /// How long a child may take to exit after SIGHUP/SIGTERM before SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
-/// How long a kill command waits, after the reply, for the supervisor to
-/// be gone: it answers once its child has ended, then cleans up and exits.
-pub const SUPERVISOR_EXIT_WAIT: Duration = Duration::from_secs(5);
 /// The longest grace period a kill may ask for: a bound, so that no
 /// request (a typo, `inf`, a raw client) keeps a session ending forever.
 pub const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);

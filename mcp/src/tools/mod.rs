@@ -55,8 +55,16 @@ pub(crate) fn live_sessions() -> Result<Vec<SessionRecord>, ToolError> {
 /// Connects to a live session; `missing` says what to call when there is
 /// none of that name.
 pub(crate) fn connect(name: &SessionName, missing: &str) -> Result<Client, ToolError> {
+    connect_with_record(name, missing).map(|(client, _)| client)
+}
+
+/// [`connect`], with the session's record (its supervisor's pid).
+pub(crate) fn connect_with_record(
+    name: &SessionName,
+    missing: &str,
+) -> Result<(Client, SessionRecord), ToolError> {
     match Client::for_session(name) {
-        Ok((client, _)) => Ok(client),
+        Ok(connected) => Ok(connected),
         Err(ClientError::Session(SessionError::NotFound(_)) | ClientError::Stale { .. }) => {
             Err(ToolError::new(format!("no session '{name}'; {missing}")))
         }

@@ -31,7 +31,7 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
-use super::{ask, live_sessions, session_name, timeout, unexpected};
+use super::{ask, connect_with_record, live_sessions, session_name, timeout, unexpected};
 use crate::reply::{blocking, Reply, ToolError, ToolResult};
 use crate::server::Shared;
 use crate::wait::{until_cancelled, CANCEL_CHECK};
@@ -359,10 +359,11 @@ impl Server {
         blocking(move || {
             let session = session_name(&args.session)?;
             shared.may_stop(&session, "kill")?;
-            let request = Request::Kill {
-                grace_ms: DEFAULT_KILL_GRACE.as_millis() as u64,
-            };
-            match ask(&session, request, NO_SESSION)? {
+            let (mut client, record) = connect_with_record(&session, NO_SESSION)?;
+            let reply = client
+                .kill(record.supervisor_pid, DEFAULT_KILL_GRACE)
+                .map_err(|e| ToolError::new(e.to_string()))?;
+            match reply {
                 Response::Exited(_) | Response::Ok => Ok(Done::reply(&session, "killed")),
                 other => Err(unexpected(other)),
             }
