@@ -15,12 +15,12 @@
 //!
 //! Both floors run with one CPU kept busy ([`Busy`]). A relay that does
 //! nothing but read sleeps between the kernel's 4 kB hand-overs, and on a
-//! virtual machine an idle CPU wakes slowly: measured on the 2-core VM of
-//! docs/benchmarks.md, a bare read loop moved 62 MB/s alone and 108 MB/s
-//! beside a spinning process, while a supervisor, whose event loop parses
-//! what its reader hands over, keeps a CPU awake by itself. Without it the
-//! floor measured the hypervisor's wake-ups and came out below the
-//! session it is the floor of.
+//! virtual machine an idle CPU wakes slowly, while a supervisor, whose
+//! event loop parses what its reader hands over, keeps a CPU awake by
+//! itself. On the 2-core VM of docs/benchmarks.md, `--section sessions`
+//! measured the bare PTY at 63.7 MB/s and `script` at 59.4 MB/s without
+//! [`Busy`], below a session's 115.5 MB/s: the floor measured the
+//! hypervisor's wake-ups. With it: 113.5 and 100.8 MB/s.
 
 use std::io::{Read, Write};
 use std::os::fd::RawFd;

@@ -149,14 +149,7 @@ impl World {
     /// Whether, within `timeout`, a turn's request (not a title's, which
     /// opencode asks for first with the same text) ends with `text`.
     pub fn wait_turn(&self, text: &str, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while self.turns_with(text) == 0 {
-            if Instant::now() > deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        true
+        self.turns_within(text, timeout) > 0
     }
 
     /// [`World::turns_with`] once at least one such turn is in the log
@@ -165,8 +158,19 @@ impl World {
     /// end and so after the turn ended for the test: a count read at once
     /// may miss it.
     pub fn logged_turns_with(&self, text: &str) -> usize {
-        self.wait_turn(text, Duration::from_secs(10));
-        self.turns_with(text)
+        self.turns_within(text, Duration::from_secs(10))
+    }
+
+    /// [`World::turns_with`] as soon as it is not 0, or at `timeout`.
+    fn turns_within(&self, text: &str, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let turns = self.turns_with(text);
+            if turns > 0 || Instant::now() > deadline {
+                return turns;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// How many model requests of a turn (with tools: not titles, token
