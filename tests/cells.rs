@@ -449,7 +449,7 @@ fn a_timed_out_cell_keeps_the_lock_until_int() {
 fn int_interrupts_the_running_cell() {
     let env = Env::new();
     env.new_session("b", BASH);
-    let km = env.spawn(KM, &["b"]);
+    let km = env.spawn(&KM, &["b"]);
     sync_streams(&env, "b", &[&km]);
 
     // With no active cell: OK, and the session stays usable.
@@ -507,7 +507,7 @@ fn ctrl_c_of_a_synchronous_run_interrupts_the_cell() {
         } else {
             &["run", "b", "sleep 60"]
         };
-        let mut run = env.spawn(K, args);
+        let mut run = env.spawn(&K, args);
         // `k run` installs its SIGINT handler before it sends the code, so
         // once the cell runs, Ctrl-C reaches it.
         let id = poll_until("the cell to run", || {
@@ -544,7 +544,7 @@ fn kill_during_a_running_cell_ends_everything() {
     env.new_session("b", BASH);
     let sup = env.supervisor_pid("b");
     let repl = env.repl_pid("b");
-    let mut km = env.spawn(KM, &["b"]);
+    let mut km = env.spawn(&KM, &["b"]);
     sync_streams(&env, "b", &[&km]);
 
     let pidfile = env.work.join("sleeper.pid");
@@ -593,7 +593,7 @@ fn kill_during_a_running_cell_ends_everything() {
 fn the_repl_exiting_during_a_cell_is_an_error_and_km_sees_closed() {
     let env = Env::new();
     env.new_session("b", BASH);
-    let mut km = env.spawn(KM, &["b"]);
+    let mut km = env.spawn(&KM, &["b"]);
     sync_streams(&env, "b", &[&km]);
 
     let out = env.k(&["run", "-j", "b", "exit 7"]);
@@ -949,13 +949,13 @@ fn bad_t_and_n_values_print_the_error_and_the_usage() {
 fn notify_shows_in_km_watch_and_history_but_not_in_the_repl() {
     let env = Env::new();
     env.new_session("b", BASH);
-    let km = env.spawn(KM, &["b"]);
-    let watch = env.spawn(K, &["watch", "b"]);
+    let km = env.spawn(&KM, &["b"]);
+    let watch = env.spawn(&K, &["watch", "b"]);
     assert_eq!(watch.line(), "\x1b[2mwatching b (ctrl-c to stop)\x1b[0m");
     assert_eq!(watch.line(), "");
     sync_streams(&env, "b", &[&km, &watch]);
 
-    let mut note = env.spawn(K, &["notify", "b", "hello world"]);
+    let mut note = env.spawn(&K, &["notify", "b", "hello world"]);
     assert_eq!(note.wait().code(), Some(0));
     assert_eq!(note.rest(), ["OK notified: hello world"]);
     let from = format!("{}@k:{}", our_comm(), note.pid());
@@ -989,7 +989,7 @@ fn watch_shows_cells_and_hides_frame_noise() {
     let env = Env::new();
     let repl = unknown_repl(&env);
     env.new_session("r", &["env", "PS1=R:", repl, "--norc", "--noprofile"]);
-    let mut watch = env.spawn(K, &["watch", "r"]);
+    let mut watch = env.spawn(&K, &["watch", "r"]);
     assert_eq!(watch.line(), "\x1b[2mwatching r (ctrl-c to stop)\x1b[0m");
     assert_eq!(watch.line(), "");
     sync_streams(&env, "r", &[&watch]);
@@ -1034,7 +1034,7 @@ fn history_prints_the_last_n_times_five_view_lines() {
 fn km_pushes_cell_events() {
     let env = Env::new();
     env.new_session("b", BASH);
-    let km = env.spawn(KM, &["b"]);
+    let km = env.spawn(&KM, &["b"]);
     sync_streams(&env, "b", &[&km]);
 
     let id = fire(&env, "b", "echo one");
@@ -1082,7 +1082,7 @@ fn km_one_shot_counts_completions_that_already_happened() {
 
     // A completion still to come is waited for.
     let id2 = fire(&env, "b", &blocked_until("go", "echo y"));
-    let mut waiter = env.spawn(KM, &["b", &id2, "-1"]);
+    let mut waiter = env.spawn(&KM, &["b", &id2, "-1"]);
     // It has nothing to print before the cell completes.
     assert!(waiter.try_line(Duration::from_millis(300)).is_none());
     release(&env, "go");
@@ -1109,7 +1109,7 @@ fn km_exits_0_on_sigterm_and_sigint() {
     let env = Env::new();
     env.new_session("b", BASH);
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        let mut km = env.spawn(KM, &["b"]);
+        let mut km = env.spawn(&KM, &["b"]);
         sync_streams(&env, "b", &[&km]);
         km.signal(sig);
         assert_eq!(km.wait().code(), Some(0), "after signal {sig}");
@@ -1396,9 +1396,52 @@ fn session_logs_prints_a_cells_output_as_plain_text() {
     assert!(!logs.stdout.contains('\u{1b}'), "{logs:#?}");
     let last = env.agent_comms(&["session", "logs", "s", "-n", "1"]).ok();
     assert_eq!(last.stdout.lines().count(), 1, "{last:#?}");
-    let follow = env.spawn(AGENT_COMMS, &["session", "logs", "s", "--follow"]);
+    let follow = env.spawn(&AGENT_COMMS, &["session", "logs", "s", "--follow"]);
     follow.line_where(|l| l == "second-two");
     env.k(&["run", "s", "echo later-$((40+2))"])
         .is(0, "later-42\n");
     follow.line_where(|l| l == "later-42");
+}
+
+/// The `k` that `scripts/install` installs starts without the dynamic
+/// loader on GNU/Linux: an executable with neither an interpreter
+/// (`PT_INTERP`) nor dynamic section (`PT_DYNAMIC`) in its program headers,
+/// next to the `agent-comms` it starts sessions with. The rest of this
+/// suite, run on the same installed set, shows that it works.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+#[ignore = "needs the binaries scripts/install installs: AGENT_COMMS_TEST_INSTALLED=<prefix>/bin (.ci/run sets it)"]
+fn the_installed_k_is_statically_linked() {
+    let dir = std::env::var_os(INSTALLED_ENV).unwrap_or_else(|| {
+        panic!("set {INSTALLED_ENV} to the bin directory scripts/install filled")
+    });
+    let k = Path::new(&dir).join("k");
+    assert!(
+        Path::new(&dir).join("agent-comms").is_file(),
+        "no agent-comms beside {}",
+        k.display()
+    );
+    let elf = fs::read(&k).unwrap_or_else(|e| panic!("cannot read {}: {e}", k.display()));
+    let le_u16 = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
+    assert_eq!(
+        &elf[..5],
+        b"\x7fELF\x02",
+        "{} is not a 64-bit ELF file",
+        k.display()
+    );
+    let table = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (size, count) = (le_u16(0x36), le_u16(0x38));
+    let types: Vec<u32> = (0..count)
+        .map(|i| {
+            let at = table + i * size;
+            u32::from_le_bytes(elf[at..at + 4].try_into().unwrap())
+        })
+        .collect();
+    const PT_DYNAMIC: u32 = 2;
+    const PT_INTERP: u32 = 3;
+    assert!(
+        !types.contains(&PT_INTERP) && !types.contains(&PT_DYNAMIC),
+        "{} is dynamically linked (program header types {types:?})",
+        k.display()
+    );
 }

@@ -214,7 +214,7 @@ fn every_agent_comms_example_runs() {
 #[test]
 fn every_k_and_km_example_runs_in_order() {
     let env = TestEnv::new();
-    for (program, bin) in [("k", K), ("km", KM)] {
+    for (program, bin) in [("k", &*K), ("km", &*KM)] {
         let help = run_bounded(env.command_of(bin, &["--help"]), "--help");
         let examples = examples_in(&help.stdout);
         assert!(!examples.is_empty(), "{program} --help has no Examples");

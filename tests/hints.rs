@@ -251,7 +251,10 @@ const HINTS: &[Hint] = &[
     Hint {
         name: "k: a session that does not exist",
         produce: |env| {
-            let run = run_bounded(env.command_of(K, &["status", "nope"]), "k status nope");
+            let run = run_bounded(
+                env.command_of(K.as_str(), &["status", "nope"]),
+                "k status nope",
+            );
             printed(&run)
         },
         after: "use ",

@@ -938,7 +938,7 @@ fn mcp_tool(cli: Cli, tool: &str) -> String {
 /// `k ARGS…` on the test's side, bounded; fails the test unless it exits 0.
 fn k(w: &World, args: &[&str]) -> String {
     let what = format!("k {}", args.join(" "));
-    let mut cmd = w.env.command_of(support::cells::K, args);
+    let mut cmd = w.env.command_of(support::cells::K.as_str(), args);
     cmd.current_dir(&w.work);
     let run = support::run::try_run_within(cmd, &what, Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("[{}] {e}", w.test));

@@ -246,13 +246,48 @@ impl Bench {
         self.ours(&self.k)
     }
 
+    /// `k` as `scripts/install` installs it on GNU/Linux: statically
+    /// linked, in a directory with the `agent-comms` it starts sessions
+    /// with. That script builds it at `target/<host triple>/release/k`;
+    /// `None` when it has not, an error when it is older than
+    /// `target/release/k` (a static `k` of older code).
+    pub fn installed_k(&self) -> anyhow::Result<Option<PathBuf>> {
+        let built = std::fs::read_dir(&self.target_dir)
+            .with_context(|| format!("cannot list {}", self.target_dir.display()))?
+            .flatten()
+            .filter(|triple| triple.file_name().to_string_lossy().ends_with("-linux-gnu"))
+            .map(|triple| triple.path().join("release").join("k"))
+            .find(|k| k.is_file());
+        let Some(built) = built else {
+            return Ok(None);
+        };
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        if modified(&built) < modified(&self.k) {
+            bail!(
+                "{} is older than {}: run scripts/install again",
+                built.display(),
+                self.k.display()
+            );
+        }
+        let dir = self.private_dir("installed")?;
+        let k = dir.join("k");
+        if !k.is_file() {
+            std::fs::copy(&built, &k)
+                .with_context(|| format!("cannot copy {}", built.display()))?;
+            std::os::unix::fs::symlink(&self.agent_comms, dir.join("agent-comms"))
+                .context("cannot link agent-comms beside the installed k")?;
+        }
+        Ok(Some(k))
+    }
+
     /// The `agent-comms` executable, for a terminal the benchmark opens
     /// itself: give it [`Bench::our_env`], less [`NOT_PASSED_ON`].
     pub fn agent_comms_path(&self) -> &Path {
         &self.agent_comms
     }
 
-    fn ours(&self, program: &Path) -> Command {
+    /// `program`, one of ours, with the private runtime directory.
+    pub fn ours(&self, program: &Path) -> Command {
         procs::before_start();
         let mut cmd = Command::new(program);
         for var in NOT_PASSED_ON {

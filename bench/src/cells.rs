@@ -30,6 +30,7 @@ use crate::{procs, progress};
 
 const AGENT_TTY_VERSION: &str = "0.1.5";
 const AGENT_TTY_LABEL: &str = "agent-tty 0.1.5 (tmux)";
+const STATIC_LABEL: &str = "k (agent-comms), statically linked (`scripts/install`)";
 const TITLE: &str = "Cells: `k` (issue 3)";
 /// The cell timed, and what its JSON result must contain.
 const RUN_ARGS: &[&str] = &["run", "-j", "s", "echo hello"];
@@ -44,20 +45,32 @@ trait CellTool {
     fn end_session(&self, name: &str);
 }
 
-struct Ours<'a>(&'a Bench);
+/// Our `k`: cargo's build, or the statically linked one `scripts/install`
+/// installs.
+struct Ours<'a> {
+    bench: &'a Bench,
+    /// The installed `k`; `None`: `target/release/k`.
+    installed: Option<PathBuf>,
+}
 
 impl CellTool for Ours<'_> {
     fn label(&self) -> &'static str {
-        "k (agent-comms)"
+        match self.installed {
+            None => "k (agent-comms)",
+            Some(_) => STATIC_LABEL,
+        }
     }
 
     fn k(&self) -> Command {
-        self.0.k()
+        match &self.installed {
+            None => self.bench.k(),
+            Some(k) => self.bench.ours(k),
+        }
     }
 
     fn end_session(&self, name: &str) {
-        if let Ok(record) = self.0.record(name) {
-            self.0.end_session(&record);
+        if let Ok(record) = self.bench.record(name) {
+            self.bench.end_session(&record);
         }
     }
 }
@@ -138,7 +151,10 @@ impl CellTool for AgentTty<'_> {
 
 pub fn section(bench: &Bench) -> Section {
     progress("cells: is `k` ready?");
-    let ours = Ours(bench);
+    let ours = Ours {
+        bench,
+        installed: None,
+    };
     if let Err(e) = probe(&ours) {
         return Section {
             title: TITLE.to_owned(),
@@ -147,15 +163,32 @@ pub fn section(bench: &Bench) -> Section {
             method: Vec::new(),
         };
     }
+    // The static `k`, when scripts/install has built it.
+    let installed = bench.installed_k().map(|k| {
+        k.map(|k| Ours {
+            bench,
+            installed: Some(k),
+        })
+    });
+    let installed = match installed {
+        Ok(None) => None,
+        Ok(Some(k)) => Some(probe(&k).map(|_| k).map_err(|e| format!("{e:#}"))),
+        Err(e) => Some(Err(format!("{e:#}"))),
+    };
     let agent_tty = AgentTty::install(bench).map_err(|e| format!("agent-tty unavailable: {e:#}"));
-    let tools: [Result<&dyn CellTool, String>; 2] = [
-        Ok(&ours),
+    let mut tools: Vec<Result<&dyn CellTool, String>> = vec![Ok(&ours)];
+    let mut labels = vec![ours.label()];
+    if let Some(k) = &installed {
+        tools.push(k.as_ref().map(|k| k as &dyn CellTool).map_err(Clone::clone));
+        labels.push(STATIC_LABEL);
+    }
+    tools.push(
         agent_tty
             .as_ref()
             .map(|t| t as &dyn CellTool)
             .map_err(Clone::clone),
-    ];
-    let labels = [ours.label(), AGENT_TTY_LABEL];
+    );
+    labels.push(AGENT_TTY_LABEL);
     let plan = &bench.plan;
 
     progress("cells: k run");
@@ -183,7 +216,7 @@ pub fn section(bench: &Bench) -> Section {
     let mut rows = Vec::new();
     rows.extend(compare(
         "`k run -j s 'echo hello'`, warm bash",
-        labels,
+        &labels,
         run,
         "median under 2 ms and ≤ 1/20 of agent-tty's",
         |o, theirs| {
@@ -193,14 +226,14 @@ pub fn section(bench: &Bench) -> Section {
     ));
     rows.extend(compare(
         "`k new s bash` → accepts cells",
-        labels,
+        &labels,
         new,
         "median under 100 ms",
         |o, _| Some(o.median.value() < 100.0),
     ));
     rows.extend(compare(
         "`k --version`",
-        labels,
+        &labels,
         version,
         "median under 5 ms",
         |o, _| Some(o.median.value() < 5.0),
@@ -234,26 +267,48 @@ pub fn section(bench: &Bench) -> Section {
              other command. `true` (coreutils, C), timed the same way, is the floor under \
              that: what spawning, running and reaping any process costs on this machine."
                 .to_owned(),
+            match installed {
+                None => "The statically linked `k` was not measured: `scripts/install` had not \
+                         built it (`target/<host triple>/release/k`)."
+                    .to_owned(),
+                Some(_) => "The statically linked `k` is the one `scripts/install` builds \
+                            (`target/<host triple>/release/k`), copied into a directory with \
+                            a link to `target/release/agent-comms`, as that script installs \
+                            them; it runs its cells on the same warm session as cargo's `k`."
+                    .to_owned(),
+            },
         ],
     }
 }
 
-/// Our row, judged by `met` (which also sees agent-tty's result), then
-/// agent-tty's.
+/// Our rows (every tool but the last), each judged by `met`, which also
+/// sees agent-tty's result (the last), then agent-tty's.
 fn compare(
     what: &str,
-    labels: [&str; 2],
-    runs: [Runs; 2],
+    labels: &[&str],
+    runs: Vec<Runs>,
     target: &str,
     met: impl Fn(&Summary, &Result<Summary, String>) -> Option<bool>,
-) -> [Row; 2] {
-    let [ours, theirs] = runs.map(|r| r.map(|r| stats::latencies(&r)));
-    let mut row = Row::new(what, labels[0], ours);
-    row.target = judge(
-        target,
-        row.result.as_ref().ok().and_then(|o| met(o, &theirs)),
-    );
-    [row, Row::new(what, labels[1], theirs)]
+) -> Vec<Row> {
+    let mut results: Vec<_> = runs
+        .into_iter()
+        .map(|r| r.map(|r| stats::latencies(&r)))
+        .collect();
+    let theirs = results.pop().expect("agent-tty is the last tool");
+    let mut rows: Vec<Row> = results
+        .into_iter()
+        .zip(labels)
+        .map(|(ours, label)| {
+            let mut row = Row::new(what, label, ours);
+            row.target = judge(
+                target,
+                row.result.as_ref().ok().and_then(|o| met(o, &theirs)),
+            );
+            row
+        })
+        .collect();
+    rows.push(Row::new(what, labels[labels.len() - 1], theirs));
+    rows
 }
 
 /// `k new` and one cell: does our `k` work at all?
@@ -265,14 +320,18 @@ fn probe(ours: &Ours) -> anyhow::Result<()> {
 }
 
 /// `k run` on one warm session per tool.
-fn cell_runs(tools: &[Result<&dyn CellTool, String>; 2], warmup: usize, runs: usize) -> [Runs; 2] {
+fn cell_runs(tools: &[Result<&dyn CellTool, String>], warmup: usize, runs: usize) -> Vec<Runs> {
     let session = RUN_ARGS[2];
-    let warm = tools.clone().map(|tool| {
-        let tool = tool?;
-        let ready = k(tool, &["new", session, "bash"], "OK ")
-            .and_then(|_| (0..warmup).try_for_each(|_| k(tool, RUN_ARGS, RUN_RESULT).map(drop)));
-        ready.map(|_| tool).map_err(|e| format!("{e:#}"))
-    });
+    let warm: Vec<_> = tools
+        .iter()
+        .map(|tool| {
+            let tool = *tool.as_ref()?;
+            let ready = k(tool, &["new", session, "bash"], "OK ").and_then(|_| {
+                (0..warmup).try_for_each(|_| k(tool, RUN_ARGS, RUN_RESULT).map(drop))
+            });
+            ready.map(|_| tool).map_err(|e| format!("{e:#}"))
+        })
+        .collect();
     let timed = interleaved(&warm, runs, |tool, _| k(tool, RUN_ARGS, RUN_RESULT));
     for tool in tools.iter().flatten() {
         tool.end_session(session);
@@ -290,20 +349,24 @@ fn cell_runs(tools: &[Result<&dyn CellTool, String>; 2], warmup: usize, runs: us
 /// even while only the first sample of each block follows the other tool.
 const TURN: usize = 25;
 
-/// `each(tool, i)` for i in 0..n, the tools taking turns in blocks of
-/// [`TURN`]; a tool that could not be set up, or failed once, is not asked
-/// again.
+/// `each(tool, i)` n times per tool, the tools taking turns in blocks of
+/// [`TURN`]; `i` is never the same twice, across tools too (sessions are
+/// named by it, and two of our `k`s share the runtime directory). A tool
+/// that could not be set up, or failed once, is not asked again.
 fn interleaved(
-    tools: &[Result<&dyn CellTool, String>; 2],
+    tools: &[Result<&dyn CellTool, String>],
     n: usize,
     each: impl Fn(&dyn CellTool, usize) -> anyhow::Result<Duration>,
-) -> [Runs; 2] {
-    let mut runs = tools.clone().map(|t| t.map(|_| Vec::new()));
+) -> Vec<Runs> {
+    let mut runs: Vec<Runs> = tools
+        .iter()
+        .map(|t| t.as_ref().map(|_| Vec::new()).map_err(Clone::clone))
+        .collect();
     for block in (0..n).step_by(TURN) {
-        for (tool, runs) in tools.iter().zip(&mut runs) {
+        for (t, (tool, runs)) in tools.iter().zip(&mut runs).enumerate() {
             for i in block..n.min(block + TURN) {
                 if let (Ok(tool), Ok(_)) = (tool, &runs) {
-                    push(runs, each(*tool, i));
+                    push(runs, each(*tool, t * n + i));
                 }
             }
         }

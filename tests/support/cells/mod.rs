@@ -13,6 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -23,9 +24,32 @@ use super::env::TestEnv;
 use super::poll_within;
 use super::run::{run_within, try_run_within, Run};
 
-pub const K: &str = env!("CARGO_BIN_EXE_k");
-pub const KM: &str = env!("CARGO_BIN_EXE_km");
-pub const AGENT_COMMS: &str = env!("CARGO_BIN_EXE_agent-comms");
+/// The binaries under test: cargo's, or an installed set — `scripts/install
+/// --prefix P` puts them in `P/bin`, the `k` there statically linked on
+/// GNU/Linux — when [`INSTALLED_ENV`] names that directory. `.ci/run` runs
+/// tests/cells.rs both ways.
+pub static K: LazyLock<String> = LazyLock::new(|| installed_or("k", env!("CARGO_BIN_EXE_k")));
+pub static KM: LazyLock<String> = LazyLock::new(|| installed_or("km", env!("CARGO_BIN_EXE_km")));
+pub static AGENT_COMMS: LazyLock<String> =
+    LazyLock::new(|| installed_or("agent-comms", env!("CARGO_BIN_EXE_agent-comms")));
+
+/// Names the directory of installed binaries to test instead of cargo's.
+pub const INSTALLED_ENV: &str = "AGENT_COMMS_TEST_INSTALLED";
+
+fn installed_or(name: &str, built: &str) -> String {
+    match std::env::var_os(INSTALLED_ENV) {
+        Some(dir) => {
+            let bin = PathBuf::from(dir).join(name);
+            assert!(
+                bin.is_file(),
+                "{INSTALLED_ENV} names no {}: run scripts/install --prefix first",
+                bin.display()
+            );
+            bin.to_string_lossy().into_owned()
+        }
+        None => built.to_owned(),
+    }
+}
 
 /// Upper bound for anything a cells test waits for: longer than the
 /// harness's, since these start real REPLs (gdb, node …), and debug builds
@@ -100,24 +124,24 @@ impl Env {
 
     /// `k ARGS…` with extra environment variables.
     pub fn k_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
-        self.run_bin(K, args, vars)
+        self.run_bin(&K, args, vars)
     }
 
     /// `k ARGS…` for something slow (bounded by `limit`, not [`TIMEOUT`]).
     pub fn k_long(&self, args: &[&str], limit: Duration) -> Run {
         run_within(
-            self.terminal_command(K, args),
+            self.terminal_command(&K, args),
             &format!("k {}", args.join(" ")),
             limit,
         )
     }
 
     pub fn km(&self, args: &[&str]) -> Run {
-        self.run_bin(KM, args, &[])
+        self.run_bin(&KM, args, &[])
     }
 
     pub fn agent_comms(&self, args: &[&str]) -> Run {
-        self.run_bin(AGENT_COMMS, args, &[])
+        self.run_bin(&AGENT_COMMS, args, &[])
     }
 
     /// `bin ARGS…` in the background, its stdout read line by line.
@@ -176,7 +200,7 @@ impl Env {
 
     /// The session's screen as text, for failure messages.
     pub fn screen(&self, session: &str) -> String {
-        let cmd = self.terminal_command(AGENT_COMMS, &["session", "snapshot", session]);
+        let cmd = self.terminal_command(&AGENT_COMMS, &["session", "snapshot", session]);
         match try_run_within(cmd, "session snapshot", TIMEOUT) {
             Ok(run) => run.stdout,
             Err(e) => format!("(no snapshot: {e})"),
