@@ -254,7 +254,7 @@ pub fn section(bench: &Bench) -> Section {
         method: vec![
             format!(
                 "Every row is one `k` process per sample, timed from spawn to exit, its output \
-                 checked; the two tools take turns, {TURN} samples at a time (one at a time, \
+                 checked; the tools take turns, {TURN} samples at a time (one at a time, \
                  the work agent-tty's tmux and Python still do after its `k` returns fell into \
                  our next sample). `HOME` is an empty directory, so `bash` \
                  reads no `~/.bashrc`. **run**: `k run -j s 'echo hello'` on a session started \
