@@ -658,19 +658,19 @@ fn batch_1_delivers_one_message_per_notification() {
     );
 }
 
-/// opencode draws a turn late (nothing busy for up to 0.85 s after the
-/// Enter): a delivery right behind another waits for the turn to show, and
-/// then for its end, instead of typing into a screen that only looks idle.
-#[test]
-fn a_delivery_waits_for_a_turn_drawn_late() {
+/// A delivery right behind another into a fake opencode whose turns (of
+/// `busy_ms`) show busy only `draw_delay_ms` after the Enter: it waits for
+/// the turn to show, and then for its end, instead of typing into a screen
+/// that only looks idle.
+fn waits_for_a_turn_drawn_late(draw_delay_ms: &str, busy_ms: &str) {
     let env = TestEnv::new();
     let served = Served::start(
         &env,
         "bob",
         "opencode",
         &[
-            ("FAKE_OPENCODE_DRAW_DELAY_MS", "800"),
-            ("FAKE_BUSY_MS", "1200"),
+            ("FAKE_OPENCODE_DRAW_DELAY_MS", draw_delay_ms),
+            ("FAKE_BUSY_MS", busy_ms),
         ],
         &[],
     );
@@ -686,6 +686,46 @@ fn a_delivery_waits_for_a_turn_drawn_late() {
         submits.iter().all(|s| s["while_busy"] == false),
         "{submits:#?}"
     );
+}
+
+/// As the recordings show opencode: nothing busy for up to 0.85 s.
+#[test]
+fn a_delivery_waits_for_a_turn_drawn_late() {
+    waits_for_a_turn_drawn_late("800", "1200");
+}
+
+/// As the real opencode did on a loaded machine, the first turn of a fresh
+/// start: nothing busy for seconds (5.3 s from the Enter to its turn's
+/// start in its own log; docs/providers.md).
+#[test]
+fn a_delivery_waits_for_a_turn_drawn_seconds_late() {
+    waits_for_a_turn_drawn_late("3000", "4000");
+}
+
+/// A turn that showed busy and ended while no delivery was looking still
+/// counts as shown: the next delivery goes at once, without waiting out
+/// opencode's `shows_busy_within_ms` (10 s, more than this `--timeout`).
+/// A plain session: a served runtime's inbox looks at every screen anyway.
+#[test]
+fn a_turn_that_came_and_went_unwatched_holds_nothing_back() {
+    let env = TestEnv::new();
+    env.start("work", &["--", &fake("opencode")]);
+    let deliver = |text: &str| {
+        env.run_ok(&[
+            "session",
+            "deliver",
+            "work",
+            "--timeout",
+            "5",
+            "--json",
+            text,
+        ]);
+    };
+    deliver("first");
+    env.wait_screen("work", "reply to: first");
+    deliver("second");
+    env.wait_screen("work", "reply to: second");
+    env.run_ok(&["session", "kill", "work"]);
 }
 
 /// Claude Code's own word on its state, `sessions/<pid>.json`'s `status`,

@@ -64,6 +64,8 @@ pub struct ActivityMonitor {
     detector: BusyDetector,
     /// When the debounced activity last became unknown, while it is.
     unknown_since: Option<Instant>,
+    /// When a screen (or the program's report) last read busy.
+    busy_at: Option<Instant>,
 }
 
 impl ActivityMonitor {
@@ -98,7 +100,15 @@ impl ActivityMonitor {
             plugin_error,
             detector: BusyDetector::new(debounce),
             unknown_since: None,
+            busy_at: None,
         }
+    }
+
+    /// When a screen (or the program's report) last read busy, however
+    /// briefly: the supervisor shows the monitor every screen, so a turn
+    /// that came and went between two deliveries is still seen here.
+    pub fn busy_at(&self) -> Option<Instant> {
+        self.busy_at
     }
 
     /// Classifies `view` as seen at `now`. `reported` reads what the program
@@ -121,6 +131,9 @@ impl ActivityMonitor {
             Some(Activity::Busy) => Activity::Busy,
             _ => screen.activity,
         };
+        if raw == Activity::Busy {
+            self.busy_at = Some(now);
+        }
         let authoritative =
             raw == Activity::Idle && (screen.authoritative || reported == Some(Activity::Idle));
         let activity = self.detector.observe(now, raw, authoritative);

@@ -50,6 +50,9 @@ pub struct Observation {
     pub activity: Activity,
     /// This screen alone: busy the moment a submission starts work.
     pub raw: Activity,
+    /// When a screen last read busy, every screen the program drew
+    /// counted (not only the ones a delivery looked at).
+    pub busy_at: Option<Instant>,
     /// Since a person last typed (None: never).
     pub keyboard_quiet: Option<Duration>,
     /// What the input line holds (dim placeholders blanked), or `None` when
@@ -86,8 +89,8 @@ pub struct DeliveryStyle {
 /// Serializes deliveries into one session and runs each to its evidence.
 pub struct DeliveryCoordinator {
     turns: Arc<Mutex<()>>,
-    /// The last submission, until the program showed busy after it (or
-    /// [`DeliveryStyle::shows_busy_within`] passed).
+    /// When the last delivery began typing, until the program showed busy
+    /// after that (or [`DeliveryStyle::shows_busy_within`] passed).
     submitted: std::sync::Mutex<Option<Instant>>,
     /// Woken on every output chunk and keystroke.
     changed: Arc<Notify>,
@@ -172,9 +175,12 @@ impl DeliveryCoordinator {
                 .map_err(|_| timeout(opts, "earlier deliveries finished"))?
         };
         let hold = self.wait_ready(term, deadline, opts).await?;
+        // Busy from here on is this turn's (the program read idle): a busy
+        // seen while the submission was checked counts as shown.
+        let typing_at = Instant::now();
         let result = self.type_and_submit(term, text, deadline).await;
         if result.is_ok() && !self.style.shows_busy_within.is_zero() {
-            *self.lock_submitted() = Some(Instant::now());
+            *self.lock_submitted() = Some(typing_at);
         }
         drop(hold);
         drop(turn);
@@ -302,12 +308,13 @@ impl DeliveryCoordinator {
 
     /// Whether the last submission is recent and the program has not shown
     /// busy since (`o` is the latest look): a program that draws its turn
-    /// late looks idle meanwhile. Forgets the submission once it showed, or
-    /// once [`DeliveryStyle::shows_busy_within`] passed.
+    /// late looks idle meanwhile. Forgets the submission once it showed —
+    /// however briefly, and whether or not a delivery was looking then —
+    /// or once [`DeliveryStyle::shows_busy_within`] passed.
     fn turn_not_shown_yet(&self, o: &Observation) -> bool {
         let mut submitted = self.lock_submitted();
         let waiting = submitted.is_some_and(|at| {
-            o.raw != Activity::Busy && at.elapsed() < self.style.shows_busy_within
+            o.busy_at.is_none_or(|busy| busy < at) && at.elapsed() < self.style.shows_busy_within
         });
         if !waiting {
             *submitted = None;
@@ -676,6 +683,7 @@ mod tests {
         Observation {
             activity: Activity::Idle,
             raw: Activity::Idle,
+            busy_at: None,
             keyboard_quiet: None,
             input: Some(input.to_owned()),
             input_rule: true,

@@ -29,6 +29,7 @@ impl Terminal for Shared {
                 (a, Activity::Unknown)
             }
         };
+        let busy_at = state.activity.as_ref().and_then(|m| m.busy_at());
         let (cursor_row, _) = state.model.cursor();
         let input = state
             .input_line
@@ -36,6 +37,7 @@ impl Terminal for Shared {
         Observation {
             activity,
             raw,
+            busy_at,
             keyboard_quiet: state.keyboard.last_key().map(|t| now.duration_since(t)),
             input,
             input_rule: state.input_rule,
