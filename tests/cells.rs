@@ -1403,6 +1403,15 @@ fn session_logs_prints_a_cells_output_as_plain_text() {
     follow.line_where(|l| l == "later-42");
 }
 
+/// `name` in the bin directory scripts/install filled ([`INSTALLED_ENV`]).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn installed_bin(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os(INSTALLED_ENV).unwrap_or_else(|| {
+        panic!("set {INSTALLED_ENV} to the bin directory scripts/install filled")
+    });
+    Path::new(&dir).join(name)
+}
+
 /// The `k` that `scripts/install` installs starts without the dynamic
 /// loader on GNU/Linux: an executable with neither an interpreter
 /// (`PT_INTERP`) nor dynamic section (`PT_DYNAMIC`) in its program headers,
@@ -1412,12 +1421,9 @@ fn session_logs_prints_a_cells_output_as_plain_text() {
 #[test]
 #[ignore = "needs the binaries scripts/install installs: AGENT_COMMS_TEST_INSTALLED=<prefix>/bin (.ci/run sets it)"]
 fn the_installed_k_is_statically_linked() {
-    let dir = std::env::var_os(INSTALLED_ENV).unwrap_or_else(|| {
-        panic!("set {INSTALLED_ENV} to the bin directory scripts/install filled")
-    });
-    let k = Path::new(&dir).join("k");
+    let k = installed_bin("k");
     assert!(
-        Path::new(&dir).join("agent-comms").is_file(),
+        installed_bin("agent-comms").is_file(),
         "no agent-comms beside {}",
         k.display()
     );
@@ -1444,4 +1450,24 @@ fn the_installed_k_is_statically_linked() {
         "{} is dynamically linked (program header types {types:?})",
         k.display()
     );
+}
+
+/// The installed `agent-comms` was linked with the functions a session's
+/// life runs (link/hot-code.txt) placed together, and the list still names
+/// the code: `scripts/hot-code check` reads the symbols' addresses (a link
+/// that ignored the list scatters them over the whole image).
+#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
+#[test]
+#[ignore = "needs the binaries scripts/install installs: AGENT_COMMS_TEST_INSTALLED=<prefix>/bin (.ci/run sets it)"]
+fn the_installed_agent_comms_has_its_hot_code_in_one_place() {
+    let exe = installed_bin("agent-comms");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/hot-code");
+    let out = std::process::Command::new(&script)
+        .arg("check")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.starts_with("hot-code: together: "), "{said}");
 }

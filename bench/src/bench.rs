@@ -280,6 +280,29 @@ impl Bench {
         Ok(Some(k))
     }
 
+    /// `scripts/hot-code check` on the `agent-comms` under test: whether it
+    /// was linked with the code a session runs placed together (as
+    /// scripts/install links it), and the line that says so.
+    pub fn hot_code(&self) -> (bool, String) {
+        let script = self.repo().join("scripts/hot-code");
+        match Command::new(&script)
+            .arg("check")
+            .arg(&self.agent_comms)
+            .output()
+        {
+            Ok(out) => {
+                let said = if out.status.success() {
+                    &out.stdout
+                } else {
+                    &out.stderr
+                };
+                let said = String::from_utf8_lossy(said).trim().to_owned();
+                (out.status.success(), said)
+            }
+            Err(e) => (false, format!("cannot run {}: {e}", script.display())),
+        }
+    }
+
     /// The `agent-comms` executable, for a terminal the benchmark opens
     /// itself: give it [`Bench::our_env`], less [`NOT_PASSED_ON`].
     pub fn agent_comms_path(&self) -> &Path {

@@ -143,13 +143,20 @@ const PER_SESSION_MB: f64 = 4.0;
 const FIFTY_MB: f64 = 200.0;
 
 fn idle_memory(bench: &Bench) -> Vec<Row> {
+    let (together, _) = bench.hot_code();
+    // As scripts/install links it, or as cargo alone does.
+    let ours = if together {
+        "agent-comms (hot code together)"
+    } else {
+        "agent-comms (hot code scattered)"
+    };
     IDLE_COUNTS
         .iter()
-        .flat_map(|&count| idle_memory_of(bench, count))
+        .flat_map(|&count| idle_memory_of(bench, count, ours))
         .collect()
 }
 
-fn idle_memory_of(bench: &Bench, count: usize) -> Vec<Row> {
+fn idle_memory_of(bench: &Bench, count: usize, ours_label: &str) -> Vec<Row> {
     let sessions = match count {
         1 => "1 idle `bash` session".to_owned(),
         n => format!("{n} idle `bash` sessions"),
@@ -168,7 +175,7 @@ fn idle_memory_of(bench: &Bench, count: usize) -> Vec<Row> {
 
     let mut per_session = Row::new(
         &what,
-        "agent-comms: RSS of a supervisor",
+        &format!("{ours_label}: RSS of a supervisor"),
         each(|m| m.rss).map(|v| stats::sizes(&v)),
     );
     per_session.target = judge(
@@ -179,19 +186,19 @@ fn idle_memory_of(bench: &Bench, count: usize) -> Vec<Row> {
     if count == 1 {
         rows.push(Row::new(
             &what,
-            "agent-comms: PSS of the supervisor",
+            &format!("{ours_label}: PSS of the supervisor"),
             each(|m| m.pss).map(|v| stats::sizes(&v)),
         ));
     } else {
         let summed = |values: Vec<f64>| stats::size(values.iter().sum());
         rows.push(Row::new(
             &what,
-            &format!("agent-comms: the {count} supervisors' RSS, summed"),
+            &format!("{ours_label}: the {count} supervisors' RSS, summed"),
             each(|m| m.rss).map(summed),
         ));
         let mut total = Row::new(
             &what,
-            &format!("agent-comms: the {count} supervisors' PSS, summed"),
+            &format!("{ours_label}: the {count} supervisors' PSS, summed"),
             each(|m| m.pss).map(summed),
         );
         if count == 50 {
@@ -264,8 +271,12 @@ fn method(bench: &Bench) -> Vec<String> {
              libc); PSS divides each page by the number of processes mapping it, so summed \
              over the supervisors, the executable pages they share count once: the sum of PSS \
              is what the sessions together cost the machine. Where a supervisor's memory goes: \
-             [architecture.md](architecture.md#what-an-idle-supervisor-holds).",
-            supervised::IDLE.as_secs()
+             [architecture.md](architecture.md#what-an-idle-supervisor-holds). The \
+             agent-comms measured (hot code together: as `scripts/install` links it, run \
+             before the benchmark; scattered: as `cargo build` alone does), \
+             `scripts/hot-code check`: {}",
+            supervised::IDLE.as_secs(),
+            bench.hot_code().1
         ),
     ]
 }
