@@ -16,31 +16,20 @@
 //! default. docs/security.md weighs it; `AGENT_COMMS_PIE=1` at build time
 //! keeps them PIEs. `km` and the other binaries stay PIEs.
 //!
-//! `AGENT_COMMS_SYMBOL_ORDER=FILE` has lld place the functions FILE names,
-//! in its order, at the start of `agent-comms`' code: scripts/install links
-//! a second time with the functions a session's life runs
-//! (link/hot-code.txt, mapped onto the first link's symbols by
-//! `scripts/hot-code order`), so that an idle supervisor maps ~1 MB of
-//! code instead of pieces of all 30 MB of it. Only lld reads such a file:
-//! scripts/install sets it only where the first link was lld's.
+//! scripts/install links `agent-comms` and `agent-comms-supervisor` once
+//! more with their hot code and constants placed together; it passes
+//! those link arguments to the final link alone (`cargo rustc`), not
+//! through here: a build script's new output would rebuild the library,
+//! and the symbols its link found may come back named otherwise.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=AGENT_COMMS_PIE");
-    println!("cargo:rerun-if-env-changed=AGENT_COMMS_SYMBOL_ORDER");
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let gnu_linux = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
     if gnu_linux && var("AGENT_COMMS_PIE") != "1" {
-        for bin in ["agent-comms", "k"] {
+        for bin in ["agent-comms", "agent-comms-supervisor", "k"] {
             println!("cargo:rustc-link-arg-bin={bin}=-no-pie");
         }
-    }
-    let order = var("AGENT_COMMS_SYMBOL_ORDER");
-    if !order.is_empty() {
-        println!("cargo:rerun-if-changed={order}");
-        println!("cargo:rustc-link-arg-bin=agent-comms=-Wl,--symbol-ordering-file={order}");
-        // The list names functions that inlining or a change may have
-        // removed: those are skipped, not warned about one by one.
-        println!("cargo:rustc-link-arg-bin=agent-comms=-Wl,--no-warn-symbol-ordering");
     }
 }

@@ -164,10 +164,10 @@ pub fn section(bench: &Bench) -> Section {
         };
     }
     // The static `k`, when scripts/install has built it.
-    let installed = bench.installed_k().map(|k| {
-        k.map(|k| Ours {
+    let installed = bench.installed().map(|installed| {
+        installed.map(|installed| Ours {
             bench,
-            installed: Some(k),
+            installed: Some(installed.k),
         })
     });
     let installed = match installed {

@@ -5,6 +5,8 @@
 //! start (start-up, throughput), so that a machine getting busier or
 //! quieter during the run shifts every system alike.
 
+use std::path::PathBuf;
+
 use crate::bench::Bench;
 use crate::report::{both, judge, Row, Section};
 use crate::stats::{self, push, Runs};
@@ -142,32 +144,69 @@ const IDLE_COUNTS: [usize; 3] = [1, 10, 50];
 const PER_SESSION_MB: f64 = 4.0;
 const FIFTY_MB: f64 = 200.0;
 
+/// What the memory rows measure: the `agent-comms` that starts the
+/// sessions, the rows' label, and `scripts/hot-code check` on the image
+/// that supervises them.
+struct Supervising {
+    agent_comms: PathBuf,
+    label: &'static str,
+    check: String,
+}
+
+/// As scripts/install installs it (the static supervisor image beside
+/// agent-comms), or else as cargo alone builds it.
+fn supervising(bench: &Bench) -> Supervising {
+    match bench.installed() {
+        Ok(Some(installed)) => {
+            let (together, check) = bench.hot_code(&installed.supervisor);
+            Supervising {
+                agent_comms: installed.agent_comms,
+                label: if together {
+                    "agent-comms (static supervisor, hot code together)"
+                } else {
+                    "agent-comms (static supervisor, hot code scattered)"
+                },
+                check,
+            }
+        }
+        _ => {
+            let agent_comms = bench.agent_comms_path().to_owned();
+            let (together, check) = bench.hot_code(&agent_comms);
+            Supervising {
+                agent_comms,
+                label: if together {
+                    "agent-comms (hot code together)"
+                } else {
+                    "agent-comms (hot code scattered)"
+                },
+                check,
+            }
+        }
+    }
+}
+
 fn idle_memory(bench: &Bench) -> Vec<Row> {
-    let (together, _) = bench.hot_code();
-    // As scripts/install links it, or as cargo alone does.
-    let ours = if together {
-        "agent-comms (hot code together)"
-    } else {
-        "agent-comms (hot code scattered)"
-    };
+    let ours = supervising(bench);
     IDLE_COUNTS
         .iter()
-        .flat_map(|&count| idle_memory_of(bench, count, ours))
+        .flat_map(|&count| idle_memory_of(bench, &ours, count))
         .collect()
 }
 
-fn idle_memory_of(bench: &Bench, count: usize, ours_label: &str) -> Vec<Row> {
+fn idle_memory_of(bench: &Bench, ours: &Supervising, count: usize) -> Vec<Row> {
+    let ours_label = ours.label;
     let sessions = match count {
         1 => "1 idle `bash` session".to_owned(),
         n => format!("{n} idle `bash` sessions"),
     };
     progress(&format!("memory of {sessions}"));
     let error = |e: anyhow::Error| format!("{e:#}");
-    let ours = supervised::idle_memory(bench, count).map_err(error);
+    let measured = supervised::idle_memory(bench, &ours.agent_comms, count).map_err(error);
     let tmux = tmux::idle_memory(bench, count, supervised::IDLE).map_err(error);
     let what = format!("{sessions}: memory");
     let each = |pick: fn(&procs::Memory) -> f64| {
-        ours.as_ref()
+        measured
+            .as_ref()
             .map(|all| all.iter().map(pick).collect::<Vec<f64>>())
             .map_err(Clone::clone)
     };
@@ -272,11 +311,13 @@ fn method(bench: &Bench) -> Vec<String> {
              over the supervisors, the executable pages they share count once: the sum of PSS \
              is what the sessions together cost the machine. Where a supervisor's memory goes: \
              [architecture.md](architecture.md#what-an-idle-supervisor-holds). The \
-             agent-comms measured (hot code together: as `scripts/install` links it, run \
-             before the benchmark; scattered: as `cargo build` alone does), \
-             `scripts/hot-code check`: {}",
+             agent-comms measured: as `scripts/install` installs it when that script has \
+             been run before the benchmark (its sessions supervised by the static \
+             `agent-comms-supervisor` beside it, hot code together), else as `cargo build` \
+             alone builds it (hot code scattered); `scripts/hot-code check` of the image that \
+             supervised: {}",
             supervised::IDLE.as_secs(),
-            bench.hot_code().1
+            supervising(bench).check
         ),
     ]
 }

@@ -50,7 +50,18 @@ impl<'a> Session<'a> {
         env: &[(&str, &str)],
         argv: &[&str],
     ) -> anyhow::Result<Self> {
-        let mut cmd = bench.agent_comms();
+        Self::start_with(bench, bench.agent_comms_path(), name, env, argv)
+    }
+
+    /// [`Session::start`] by the `agent-comms` at `exe`.
+    pub fn start_with(
+        bench: &'a Bench,
+        exe: &Path,
+        name: &str,
+        env: &[(&str, &str)],
+        argv: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut cmd = bench.ours(exe);
         cmd.args(["session", "new", "--json", name]);
         for (k, v) in env {
             cmd.arg("--env").arg(format!("{k}={v}"));
@@ -232,10 +243,12 @@ pub fn throughput_unwatched(bench: &Bench, run: usize) -> anyhow::Result<Duratio
 
 /// Memory of each supervisor of `count` idle `bash` sessions, read once
 /// all of them have sat untouched for [`IDLE`] after their prompt.
-pub fn idle_memory(bench: &Bench, count: usize) -> anyhow::Result<Vec<procs::Memory>> {
+/// `exe` is the `agent-comms` that starts them.
+pub fn idle_memory(bench: &Bench, exe: &Path, count: usize) -> anyhow::Result<Vec<procs::Memory>> {
     let sessions = (0..count)
         .map(|i| {
-            let session = Session::start(bench, &format!("idle-{i}"), &[("PS1", PROMPT)], SHELL)?;
+            let session =
+                Session::start_with(bench, exe, &format!("idle-{i}"), &[("PS1", PROMPT)], SHELL)?;
             session
                 .stream(StreamMode::Watch)?
                 .read_until(PROMPT_SHOWN.as_bytes())?;

@@ -9,7 +9,7 @@
 //! is reported by the command that asked for it, with nothing left behind.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::{runtime, Supervisor, SupervisorConfig};
@@ -35,15 +35,38 @@ pub enum LaunchError {
     Died(String),
 }
 
+/// The supervisor-only image, installed next to `agent-comms`.
+pub const SUPERVISOR_IMAGE: &str = "agent-comms-supervisor";
+
 /// Starts a detached supervisor for `config` and waits for it to be ready.
+/// `exe` is the `agent-comms` binary; the supervisor may be the image
+/// beside it ([`supervisor_image`]).
 pub fn spawn_detached(
     exe: &Path,
     config: &SupervisorConfig,
     log: &Path,
 ) -> Result<SessionRecord, LaunchError> {
     let spec = serde_json::to_vec(config).expect("config serializes");
-    let record = spawn_daemon(exe, SUPERVISOR_ARG, &spec, log)?;
+    let image = supervisor_image(exe, config);
+    let record = spawn_daemon(&image, SUPERVISOR_ARG, &spec, log)?;
     serde_json::from_str(&record).map_err(|e| LaunchError::Refused(format!("bad ready line: {e}")))
+}
+
+/// Which binary supervises `config`'s session: [`SUPERVISOR_IMAGE`] next
+/// to `exe` when it is there and the session's adapter loads no plugin,
+/// else `exe` itself. scripts/install links that image statically, which
+/// halves an idle session's memory, and a static image cannot load a
+/// native plugin (nor, built without the Wasm host, a Wasm one).
+pub fn supervisor_image(exe: &Path, config: &SupervisorConfig) -> PathBuf {
+    let plugin = config.adapter.as_ref().is_some_and(|a| a.plugin.is_some());
+    let image = exe.with_file_name(format!(
+        "{SUPERVISOR_IMAGE}{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    if plugin || !image.is_file() {
+        return exe.to_owned();
+    }
+    image
 }
 
 /// Starts `exe ARG` detached with `spec` on its standard input and waits
@@ -151,4 +174,52 @@ pub fn daemon_main(init_logging: impl FnOnce(), discoveries: Discoveries) -> i32
         ));
         0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::monitor::AdapterSpec;
+    use crate::session::SessionName;
+    use crate::supervisor::cell_session::CellSession;
+
+    fn config(plugin: Option<&str>) -> SupervisorConfig {
+        let mut config = CellSession {
+            name: SessionName::parse("s").unwrap(),
+            command_line: "bash".into(),
+            cwd: "/".into(),
+            profile: None,
+            frame: None,
+            record: None,
+            files_dir: "/nowhere".into(),
+        }
+        .config();
+        config.adapter = Some(AdapterSpec {
+            name: "a".into(),
+            source: "a.toml".into(),
+            text: String::new(),
+            plugin: plugin.map(PathBuf::from),
+        });
+        config
+    }
+
+    #[test]
+    fn the_supervisor_image_serves_sessions_without_a_plugin_where_it_is_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("agent-comms");
+        std::fs::write(&exe, "").unwrap();
+        assert_eq!(supervisor_image(&exe, &config(None)), exe, "not installed");
+
+        let image = dir.path().join(format!(
+            "{SUPERVISOR_IMAGE}{}",
+            std::env::consts::EXE_SUFFIX
+        ));
+        std::fs::write(&image, "").unwrap();
+        assert_eq!(supervisor_image(&exe, &config(None)), image);
+        assert_eq!(
+            supervisor_image(&exe, &config(Some("/p/libplugin.so"))),
+            exe,
+            "a plugin needs the dynamic agent-comms"
+        );
+    }
 }
