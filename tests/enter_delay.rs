@@ -103,6 +103,9 @@ fn measure(w: &World, cli: Cli, delay: u64, style: Style, n: usize) -> Trials {
         profile_with_delay(cli, delay, style),
     )
     .unwrap();
+    // A project profile is used once trusted, as it is now.
+    let trusted = w.env.run(&["trust", "--yes"]);
+    assert!(trusted.success(), "{trusted:#?}");
     let mut served = w.serve(ID, &[], &[]);
     w.wait_activity(ID, "idle", START, "start-up");
     let trials = Trials::run(w, ID, &format!("enter delay {delay}"), n);

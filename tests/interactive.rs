@@ -308,7 +308,7 @@ fn a_message_is_announced_and_its_body_read_with_message_show() {
 fn concurrent_senders_deliver_every_message_exactly_once() {
     let env = TestEnv::new();
     // A shorter debounce than the built-in profile's keeps 200 turns quick;
-    // a project profile is how a user tunes one.
+    // a project profile, once trusted, is how a user tunes one.
     let builtin = include_str!("../config/providers/claude-code.toml");
     let providers = env.project.join(".agent-comms/providers");
     std::fs::create_dir_all(&providers).unwrap();
@@ -317,6 +317,7 @@ fn concurrent_senders_deliver_every_message_exactly_once() {
         builtin.replace("debounce_ms = 400", "debounce_ms = 120"),
     )
     .unwrap();
+    env.run_ok(&["trust", "--yes"]);
     let served = Served::start(&env, "bob", "claude", &[("FAKE_BUSY_MS", "40")], &[]);
     let ids = send_at_once(8, 25, |from, text| {
         send(&env, from, "bob", text, false)["id"]

@@ -15,8 +15,9 @@
 pub mod conversations;
 pub mod scaffold;
 
-use agent_comms_core::adapter::AdapterRegistry;
+use agent_comms_core::adapter::{AdapterRegistry, ProjectProfiles};
 use agent_comms_core::paths::{project_root, user_home};
+use agent_comms_core::trust::{self, TrustList};
 
 /// Profiles shipped with agent-comms: (file name, text).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -58,12 +59,50 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("cmd.toml", include_str!("../../config/providers/cmd.toml")),
 ];
 
-/// Every adapter in effect here: the project's, the user's and the
-/// built-ins, in that precedence.
+/// Every adapter in effect here: the project's (those the user trusts),
+/// the user's and the built-ins, in that precedence. A trust list that
+/// cannot be used trusts nothing, and says why once.
 pub fn registry() -> AdapterRegistry {
     let user = user_home().join("providers");
-    let project = project_root().join(".agent-comms").join("providers");
-    AdapterRegistry::load(BUILTIN, Some(&user), Some(&project))
+    let trust = TrustList::load().unwrap_or_else(|e| {
+        trust::say_list_unusable(&e);
+        TrustList::default()
+    });
+    let project = project_profiles_dir();
+    AdapterRegistry::load(
+        BUILTIN,
+        Some(&user),
+        Some(ProjectProfiles {
+            dir: &project,
+            trust: &trust,
+        }),
+    )
+}
+
+/// The project's profile directory, as an absolute path: trust is
+/// recorded by where a file is, whichever way the project was named.
+pub fn project_profiles_dir() -> std::path::PathBuf {
+    let root = project_root();
+    std::fs::canonicalize(&root)
+        .unwrap_or(root)
+        .join(".agent-comms")
+        .join("providers")
+}
+
+/// For each project profile `registry` left out as untrusted, one line on
+/// standard error (once a process): for commands that pick an adapter by
+/// the program they run, so that a person knows a project profile was
+/// passed over. (A command given `--provider NAME` refuses an untrusted
+/// NAME instead, in its error.)
+pub fn say_untrusted(registry: &AdapterRegistry) {
+    for untrusted in registry.untrusted() {
+        for file in untrusted.files() {
+            trust::say_untrusted(
+                &file.path,
+                &format!("the project's adapter {:?}", untrusted.profile.name),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@
 //! - [`paths`]: the per-user runtime root, the user's home for agent-comms
 //!   and the project root, all of which are contract
 //!   (docs/architecture.md#paths-identities-environment).
+//! - [`trust`]: the user's record of the project files they trusted
+//!   (profiles, plugins, settings): until then such a file is inert.
 //! - [`session`]: session names, the on-disk record of a live session, and the
 //!   registry that lists and repairs them.
 //! - [`adapter`]: the adapter interface, TOML profiles and their registry;
@@ -59,3 +61,4 @@ pub mod store;
 pub mod supervisor;
 pub mod takeover;
 pub mod time;
+pub mod trust;

@@ -252,12 +252,14 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
 fn acp_adapter(provider: Option<&str>, command: &[String]) -> anyhow::Result<Option<Adapter>> {
     let registry = agent_comms_adapters::registry();
     match provider {
-        Some(name) => match registry.get(name) {
-            Some(entry) if entry.profile.acp.is_some() => Ok(Some(entry.clone())),
-            Some(_) => bail!("adapter '{name}' has no [acp] section, so it cannot run headless; see which do with: agent-comms adapters list"),
-            None => bail!("no adapter named '{name}'; see them with: agent-comms adapters list"),
+        Some(name) => match registry.named(name)? {
+            entry if entry.profile.acp.is_some() => Ok(Some(entry.clone())),
+            _ => bail!("adapter '{name}' has no [acp] section, so it cannot run headless; see which do with: agent-comms adapters list"),
         },
-        None => Ok(registry.for_acp_command(command).cloned()),
+        None => {
+            agent_comms_adapters::say_untrusted(&registry);
+            Ok(registry.for_acp_command(command).cloned())
+        }
     }
 }
 

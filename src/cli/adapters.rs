@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use agent_comms_core::adapter::check::{run_plugin_samples, run_samples, PluginSampleResult};
-use agent_comms_core::adapter::{Entry, Profile};
+use agent_comms_core::adapter::{Entry, NotUsable, Profile};
 use agent_comms_core::display::one_line as line;
 use agent_comms_core::plugin::{PluginError, PluginInfo};
 use agent_comms_core::regular_file::{read_text, MAX_PROFILE_BYTES};
@@ -19,7 +19,9 @@ pub enum AdaptersCommand {
   agent-comms adapters list --json | jq -r '.adapters[].name'")]
     List {
         /// Print {"adapters": [{"name", "form", "kind", "version",
-        /// "checked", "source", "commands", …}], "errors", "conflicts"}.
+        /// "checked", "source", "commands", …}], "errors", "conflicts",
+        /// "untrusted"} ("untrusted": the project's profiles not used until
+        /// trusted, as `agent-comms trust --json` lists them).
         #[arg(long)]
         json: bool,
     },
@@ -125,6 +127,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
             "conflicts": registry.conflicts().iter().map(|c| json!({
                 "program": c.program, "used": c.winner, "also_claimed_by": c.others,
             })).collect::<Vec<_>>(),
+            "untrusted": registry.untrusted().iter().map(super::trust::untrusted_json).collect::<Vec<_>>(),
         });
         println!("{out}");
         return Ok(0);
@@ -163,13 +166,42 @@ fn list(json: bool) -> anyhow::Result<i32> {
             d.file
         );
     }
+    for u in registry.untrusted() {
+        println!(
+            "untrusted: {} (the project's adapter '{}', not used; review it and trust it with: agent-comms trust)",
+            line(&u.file.path.display().to_string()),
+            line(&u.profile.name)
+        );
+    }
     Ok(0)
 }
 
 fn show(name: &str, json: bool) -> anyhow::Result<i32> {
     let registry = agent_comms_adapters::registry();
-    let Some(entry) = registry.get(name) else {
-        bail!("no adapter named '{name}'; see them with: agent-comms adapters list");
+    let entry = match registry.named(name) {
+        Ok(entry) => entry,
+        // Showing one is how a person reviews it before trusting it.
+        Err(NotUsable::Untrusted { .. }) => {
+            let u = registry
+                .untrusted()
+                .iter()
+                .find(|u| u.profile.name == name)
+                .expect("named() found it");
+            if json {
+                let mut value = super::trust::untrusted_json(u);
+                value["profile"] = serde_json::to_value(&u.profile)?;
+                println!("{value}");
+            } else {
+                println!(
+                    "# untrusted project adapter '{}' from {} (not used; trust it with: agent-comms trust)",
+                    line(name),
+                    line(&u.file.path.display().to_string())
+                );
+                print!("{}", toml::to_string_pretty(&u.profile)?);
+            }
+            return Ok(0);
+        }
+        Err(e) => return Err(e.into()),
     };
     if json {
         let mut value = entry_json(entry);
@@ -207,10 +239,13 @@ fn check(target: &str, json: bool) -> anyhow::Result<i32> {
         }
     } else {
         let registry = agent_comms_adapters::registry();
-        match registry.get(target) {
-            Some(e) => (e.source.display(), e.profile.clone(), e.plugin_path()),
-            None if target.ends_with(".toml") || target.contains('/') => bail!("no file {target}"),
-            None => bail!(
+        match registry.named(target) {
+            Ok(e) => (e.source.display(), e.profile.clone(), e.plugin_path()),
+            Err(_) if target.ends_with(".toml") || target.contains('/') => {
+                bail!("no file {target}")
+            }
+            Err(e @ NotUsable::Untrusted { .. }) => return Err(e.into()),
+            Err(NotUsable::Unknown(_)) => bail!(
                 "'{target}' is neither a file nor a loaded adapter; see: agent-comms adapters list"
             ),
         }

@@ -138,6 +138,9 @@ finding, 1 the check itself could not run.")]
         #[arg(long)]
         json: bool,
     },
+    /// Review what the project directory brings (profiles, plugins,
+    /// settings) and trust it: until then it is not used.
+    Trust(super::trust::TrustArgs),
     /// The project's store: check it, see its status, or migrate it from
     /// SQLite to a PostgreSQL database several hosts share.
     #[command(subcommand)]
@@ -474,6 +477,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Send(args) => super::messages::send(args, actor),
         Command::Message(cmd) => super::messages::message(cmd, actor),
         Command::Doctor { json } => super::doctor::run(json),
+        Command::Trust(args) => super::trust::run(args),
         Command::Store(cmd) => super::store::run(cmd),
         Command::Mcp(args) => super::mcp::run(args, actor),
         Command::Top => super::top::run(),
@@ -647,11 +651,11 @@ fn config(name: &str, spawn: SpawnArgs) -> anyhow::Result<SupervisorConfig> {
     let command_line = spawn.command.join(" ");
     let registry = agent_comms_adapters::registry();
     let adapter = match &spawn.provider {
-        Some(name) => match registry.get(name) {
-            Some(entry) => Some(entry.spec()),
-            None => bail!("no adapter named '{name}'; see them with: agent-comms adapters list"),
-        },
-        None => registry.for_command(&command_line).map(|e| e.spec()),
+        Some(name) => Some(registry.named(name)?.spec()),
+        None => {
+            agent_comms_adapters::say_untrusted(&registry);
+            registry.for_command(&command_line).map(|e| e.spec())
+        }
     };
     Ok(SupervisorConfig {
         name,

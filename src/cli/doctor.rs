@@ -1,14 +1,17 @@
 //! `agent-comms doctor`: findings with codes and exact repairs.
 
+use agent_comms_core::adapter::AdapterRegistry;
 use agent_comms_core::control::doctor::{
-    acp_findings, database_finding, examine, privacy_finding, store_findings, version_findings,
-    Severity,
+    acp_findings, database_finding, examine, privacy_finding, store_findings, trust_findings,
+    version_findings, Finding, Severity,
 };
 use agent_comms_core::control::{
-    host::host_id, open_store, store_location, store_path, ControlError,
+    host::host_id, open_store, state_dir, store_location, store_path, ControlError,
 };
 use agent_comms_core::display;
+use agent_comms_core::store::location::project_settings;
 use agent_comms_core::store::{Location, StoreError};
+use agent_comms_core::trust::TrustList;
 
 pub fn run(json: bool) -> anyhow::Result<i32> {
     let registry = agent_comms_adapters::registry();
@@ -47,6 +50,7 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
         }
     }
     findings.extend(version_findings(registry.entries()));
+    findings.extend(trust(&registry));
     if json {
         println!("{}", serde_json::to_string(&findings)?);
     } else if findings.is_empty() {
@@ -77,4 +81,30 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// The project's files left out until trusted, and a trust list that
+/// cannot be used.
+fn trust(registry: &AdapterRegistry) -> Vec<Finding> {
+    let (list, problem) = match TrustList::load() {
+        Ok(list) => (list, None),
+        Err(e) => (TrustList::default(), Some(e)),
+    };
+    let mut untrusted = Vec::new();
+    for u in registry.untrusted() {
+        for file in u.files() {
+            untrusted.push((
+                file.path.clone(),
+                format!("the project's adapter {:?}", u.profile.name),
+            ));
+        }
+    }
+    let dir = state_dir();
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    if let Ok(Some((file, effects))) = project_settings(&dir, &list) {
+        if !file.trusted {
+            untrusted.push((file.path, effects.join("; ")));
+        }
+    }
+    trust_findings(&untrusted, problem.as_ref())
 }

@@ -268,6 +268,7 @@ fn new(rest: &[String], out: &mut dyn Write) -> i32 {
     }
     let files_dir = registry.root().join(format!("{name}.cells"));
     let adapters = agent_comms_adapters::registry();
+    agent_comms_adapters::say_untrusted(&adapters);
     let config = CellSession {
         name: name.clone(),
         profile: adapters

@@ -23,6 +23,7 @@ mod runtime;
 mod store;
 mod subject;
 mod top;
+mod trust;
 mod waiting;
 
 /// Every binary starts here: a detached supervisor is one of our binaries

@@ -362,11 +362,11 @@ fn interactive_serve(args: ServeArgs, actor: Option<&str>) -> anyhow::Result<i32
     }
     let registry = agent_comms_adapters::registry();
     let adapter = match &args.provider {
-        Some(name) => match registry.get(name) {
-            Some(entry) => Some(entry.clone()),
-            None => bail!("no adapter named '{name}'; see them with: agent-comms adapters list"),
-        },
-        None => registry.for_command(&args.command.join(" ")).cloned(),
+        Some(name) => Some(registry.named(name)?.clone()),
+        None => {
+            agent_comms_adapters::say_untrusted(&registry);
+            registry.for_command(&args.command.join(" ")).cloned()
+        }
     };
     let agent = actor.map_or_else(|| id.to_string(), str::to_owned);
     let mut argv = if args.allow_agent_comms {

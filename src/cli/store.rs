@@ -267,6 +267,7 @@ fn print_migrated(done: &Migrated) {
     );
     println!("    store = \"{target}\"");
     println!("    password_file = \"~/.config/agent-comms/db-password\"   # the password alone, in a file of mode 600");
+    println!("  and trust the file as you wrote it: agent-comms trust");
     println!("  or in one shell: export {STORE_ENV}='{target}' {PASSWORD_ENV}=…");
     println!("then restart the project's runtimes (until then they keep using the SQLite file); check with: agent-comms store status");
 }

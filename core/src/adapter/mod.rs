@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use command::program_of;
 pub use detect::{BusyDetector, Reading, Rules};
 pub use profile::{AcpQuirks, AcpSpec, Profile, ProfileError};
-pub use registry::{AdapterRegistry, Entry, Source};
+pub use registry::{AdapterRegistry, Entry, NotUsable, ProjectProfiles, Source, Untrusted};
 
 /// What a screen says about the program behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,12 +7,19 @@
 //! the same name from a lower place. A profile that does not parse is
 //! reported and skipped, so a broken user file never takes the built-ins
 //! down with it.
+//!
+//! A project's profiles come with whatever the user cloned, so they take
+//! part only once trusted ([`crate::trust`]): the profile as it is now and
+//! the plugin it loads. An untrusted one is parsed, so that it can be shown
+//! and its errors reported, and kept aside in [`AdapterRegistry::untrusted`];
+//! it claims nothing and replaces nothing.
 
 use std::path::{Path, PathBuf};
 
 use super::profile::{Profile, ProfileError};
 use super::Form;
 use crate::regular_file::{self, MAX_PROFILE_BYTES};
+use crate::trust::{self, ProjectFile, TrustList};
 
 /// Where a profile was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,14 +93,107 @@ impl Entry {
 
     /// The plugin's path, resolved against the profile's directory.
     pub fn plugin_path(&self) -> Option<PathBuf> {
-        let plugin = self.profile.plugin.as_ref()?;
-        Some(match &self.source {
-            Source::Project(p) | Source::User(p) if plugin.is_relative() => {
-                p.parent().unwrap_or(Path::new(".")).join(plugin)
-            }
-            _ => plugin.clone(),
-        })
+        plugin_path(&self.profile, &self.source)
     }
+}
+
+fn plugin_path(profile: &Profile, source: &Source) -> Option<PathBuf> {
+    let plugin = profile.plugin.as_ref()?;
+    Some(match source {
+        Source::Project(p) | Source::User(p) if plugin.is_relative() => {
+            p.parent().unwrap_or(Path::new(".")).join(plugin)
+        }
+        _ => plugin.clone(),
+    })
+}
+
+/// A project profile left out until the user trusts it.
+#[derive(Debug, Clone)]
+pub struct Untrusted {
+    pub profile: Profile,
+    pub file: ProjectFile,
+    /// The plugin it would load.
+    pub plugin: Option<ProjectFile>,
+}
+
+impl Untrusted {
+    /// The files of it the user has yet to trust: the profile, its plugin
+    /// or both.
+    pub fn files(&self) -> impl Iterator<Item = &ProjectFile> {
+        std::iter::once(&self.file)
+            .chain(&self.plugin)
+            .filter(|f| !f.trusted)
+    }
+
+    /// What it would do once trusted, one line each: the programs it
+    /// claims, the code it loads, the arguments and commands it runs, the
+    /// environment it changes.
+    pub fn effects(&self) -> Vec<String> {
+        let p = &self.profile;
+        let words = |v: &[String]| v.join(" ");
+        let mut effects = vec![format!(
+            "adapter {:?} ({}) for the programs: {}",
+            p.name,
+            match p.kind {
+                super::profile::Kind::Agent => "an agent",
+                super::profile::Kind::Repl => "a REPL",
+            },
+            p.commands.join(", ")
+        )];
+        if let Some(plugin) = &self.plugin {
+            effects.push(format!(
+                "loads {} into every session it supervises: {}",
+                match plugin.path.extension().and_then(|e| e.to_str()) {
+                    Some("wasm") => "the Wasm plugin",
+                    _ => "the native library (code run as you)",
+                },
+                plugin.path.display()
+            ));
+        }
+        if let Some(permissions) = &p.permissions {
+            effects.push(format!(
+                "--allow-agent-comms appends: {}",
+                words(&permissions.args)
+            ));
+        }
+        if let Some(acp) = &p.acp {
+            effects.push(format!("runtime acp-serve runs: {}", words(&acp.command)));
+        }
+        if let Some(resume) = &p.resume {
+            for (what, args) in [
+                ("resuming", &resume.continue_args),
+                ("resuming a pinned conversation", &resume.pinned),
+                ("starting a conversation", &resume.start),
+            ] {
+                if !args.is_empty() {
+                    effects.push(format!("{what} adds: {}", words(args)));
+                }
+            }
+        }
+        for (key, value) in &p.env.set {
+            effects.push(format!("sets {key}={value}"));
+        }
+        if !p.env.remove.is_empty() {
+            effects.push(format!("removes {}", p.env.remove.join(", ")));
+        }
+        effects
+    }
+}
+
+/// Why [`AdapterRegistry::named`] found no adapter to use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotUsable {
+    #[error("no adapter named '{0}'; see them with: agent-comms adapters list")]
+    Unknown(String),
+    #[error("the adapter '{name}' is the project's {}, which is not trusted yet; review it and trust it with: agent-comms trust", path.display())]
+    Untrusted { name: String, path: PathBuf },
+}
+
+/// A project's profile directory and the user's trust list.
+#[derive(Debug, Clone, Copy)]
+pub struct ProjectProfiles<'a> {
+    pub dir: &'a Path,
+    pub trust: &'a TrustList,
 }
 
 /// Two or more adapters claim one program; `winner` is used.
@@ -107,16 +207,18 @@ pub struct Conflict {
 #[derive(Debug, Default)]
 pub struct AdapterRegistry {
     entries: Vec<Entry>,
+    untrusted: Vec<Untrusted>,
     diagnostics: Vec<ProfileError>,
 }
 
 impl AdapterRegistry {
     /// Loads `builtin` profiles (file name, text) and the `*.toml` files of
-    /// the user and project directories that exist.
+    /// the user and project directories that exist; the project's only as
+    /// far as `project.trust` trusts them.
     pub fn load(
         builtin: &[(&'static str, &'static str)],
         user: Option<&Path>,
-        project: Option<&Path>,
+        project: Option<ProjectProfiles<'_>>,
     ) -> Self {
         let mut registry = Self::default();
         for (file, text) in builtin {
@@ -124,12 +226,17 @@ impl AdapterRegistry {
         }
         for (dir, make) in [
             (user, Source::User as fn(PathBuf) -> Source),
-            (project, Source::Project),
+            (project.map(|p| p.dir), Source::Project),
         ] {
             for path in dir.map(toml_files).unwrap_or_default() {
                 let shown = path.display().to_string();
                 match regular_file::read_text(&path, MAX_PROFILE_BYTES, "a profile") {
-                    Ok(text) => registry.add(make(path), &shown, &text),
+                    Ok(text) => match (make(path), project) {
+                        (Source::Project(path), Some(project)) => {
+                            registry.add_project(path, &shown, &text, project.trust)
+                        }
+                        (source, _) => registry.add(source, &shown, &text),
+                    },
                     Err(e) => registry.diagnostics.push(ProfileError {
                         file: shown,
                         line: 1,
@@ -145,11 +252,38 @@ impl AdapterRegistry {
         registry
     }
 
-    fn add(&mut self, source: Source, file: &str, text: &str) {
+    /// A project profile: in effect once it and its plugin are trusted as
+    /// they are now, else kept aside.
+    fn add_project(&mut self, path: PathBuf, file: &str, text: &str, trust: &TrustList) {
         let profile = match Profile::parse(file, text) {
             Ok(p) => p,
             Err(e) => return self.diagnostics.push(e),
         };
+        let source = Source::Project(path.clone());
+        let plugin = plugin_path(&profile, &source).map(|plugin| {
+            let sha256 = trust::digest_file(&plugin).map_err(|e| e.to_string());
+            ProjectFile::new(plugin, sha256, trust)
+        });
+        let file = ProjectFile::new(path, Ok(trust::digest(text.as_bytes())), trust);
+        if file.trusted && plugin.as_ref().is_none_or(|p| p.trusted) {
+            self.insert(source, profile, text);
+        } else {
+            self.untrusted.push(Untrusted {
+                profile,
+                file,
+                plugin,
+            });
+        }
+    }
+
+    fn add(&mut self, source: Source, file: &str, text: &str) {
+        match Profile::parse(file, text) {
+            Ok(profile) => self.insert(source, profile, text),
+            Err(e) => self.diagnostics.push(e),
+        }
+    }
+
+    fn insert(&mut self, source: Source, profile: Profile, text: &str) {
         match self
             .entries
             .iter_mut()
@@ -181,8 +315,28 @@ impl AdapterRegistry {
         &self.diagnostics
     }
 
+    /// The project's profiles left out until the user trusts them.
+    pub fn untrusted(&self) -> &[Untrusted] {
+        &self.untrusted
+    }
+
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.profile.name == name)
+    }
+
+    /// The adapter a person named (`--provider NAME`). A name an untrusted
+    /// project profile claims is refused even where a lower one exists:
+    /// whoever named it meant the project's, and must not get another in
+    /// its place unseen.
+    pub fn named(&self, name: &str) -> Result<&Entry, NotUsable> {
+        if let Some(u) = self.untrusted.iter().find(|u| u.profile.name == name) {
+            return Err(NotUsable::Untrusted {
+                name: name.to_owned(),
+                path: u.file.path.clone(),
+            });
+        }
+        self.get(name)
+            .ok_or_else(|| NotUsable::Unknown(name.to_owned()))
     }
 
     /// The adapter for the program a command line runs: the claimant from
@@ -261,6 +415,15 @@ mod tests {
         format!("schema = 1\nname = \"{name}\"\nversion = \"1\"\nkind = \"agent\"\ncommands = [{commands}]\n")
     }
 
+    /// A trust list that trusts `files` as they are now.
+    fn trusting(files: &[&Path]) -> TrustList {
+        let mut trust = TrustList::default();
+        for f in files {
+            trust.trust(f, &trust::digest_file(f).unwrap());
+        }
+        trust
+    }
+
     #[test]
     fn project_beats_user_beats_builtin_and_broken_files_are_reported() {
         let tmp = tempfile::tempdir().unwrap();
@@ -273,10 +436,14 @@ mod tests {
         std::fs::write(project.join("a.toml"), profile("a", "\"a-project\"")).unwrap();
         let builtin_a: &'static str = Box::leak(profile("a", "\"a\"").into_boxed_str());
         let builtin_b: &'static str = Box::leak(profile("b", "\"a\", \"b\"").into_boxed_str());
+        let trust = trusting(&[&project.join("a.toml")]);
         let r = AdapterRegistry::load(
             &[("a.toml", builtin_a), ("b.toml", builtin_b)],
             Some(&user),
-            Some(&project),
+            Some(ProjectProfiles {
+                dir: &project,
+                trust: &trust,
+            }),
         );
         let a = r.get("a").unwrap();
         assert_eq!(a.source.kind(), "project");
@@ -290,6 +457,57 @@ mod tests {
             "a's project profile no longer claims 'a'"
         );
         assert_eq!(r.for_program("a").unwrap().profile.name, "b");
+    }
+
+    #[test]
+    fn an_untrusted_project_profile_claims_nothing_and_a_changed_plugin_untrusts_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("providers");
+        std::fs::create_dir_all(&project).unwrap();
+        let evil = format!(
+            "{}plugin = \"libevil.so\"\n[permissions]\nargs = [\"--dangerously-skip-permissions\"]\n",
+            profile("a", "\"a\"")
+        );
+        std::fs::write(project.join("a.toml"), &evil).unwrap();
+        std::fs::write(project.join("libevil.so"), b"code").unwrap();
+        let builtin: &'static str = Box::leak(profile("a", "\"a\"").into_boxed_str());
+        let load = |trust: &TrustList| {
+            AdapterRegistry::load(
+                &[("a.toml", builtin)],
+                None,
+                Some(ProjectProfiles {
+                    dir: &project,
+                    trust,
+                }),
+            )
+        };
+
+        let r = load(&TrustList::default());
+        assert_eq!(r.get("a").unwrap().source, Source::Builtin("a.toml"));
+        assert!(r.get("a").unwrap().overrides.is_empty());
+        assert_eq!(r.for_program("a").unwrap().source.kind(), "built-in");
+        let untrusted = &r.untrusted()[0];
+        assert_eq!(untrusted.files().count(), 2, "the profile and its plugin");
+        let effects = untrusted.effects().join("\n");
+        assert!(effects.contains("native library"), "{effects}");
+        assert!(
+            effects.contains("--dangerously-skip-permissions"),
+            "{effects}"
+        );
+        assert!(matches!(r.named("a"), Err(NotUsable::Untrusted { .. })));
+
+        let trust = trusting(&[&project.join("a.toml"), &project.join("libevil.so")]);
+        assert_eq!(load(&trust).named("a").unwrap().source.kind(), "project");
+
+        std::fs::write(project.join("libevil.so"), b"other code").unwrap();
+        let r = load(&trust);
+        assert_eq!(r.get("a").unwrap().source.kind(), "built-in");
+        let left: Vec<_> = r.untrusted()[0].files().map(|f| f.path.clone()).collect();
+        assert_eq!(
+            left,
+            [project.join("libevil.so")],
+            "only the plugin changed"
+        );
     }
 
     #[test]

@@ -589,6 +589,33 @@ fn invalid_profiles(problems: &[ProfileError]) -> Vec<Finding> {
         .collect()
 }
 
+/// `UNTRUSTED_PROJECT_FILE`: files the project brings that commands leave
+/// out until the user trusts them (`what` each would do), and
+/// `TRUST_LIST_UNUSABLE` when the list itself cannot be read.
+pub fn trust_findings(
+    untrusted: &[(std::path::PathBuf, String)],
+    list: Option<&crate::trust::TrustError>,
+) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = untrusted
+        .iter()
+        .map(|(path, what)| Finding {
+            code: "UNTRUSTED_PROJECT_FILE",
+            severity: Severity::Warning,
+            subject: path.display().to_string(),
+            message: format!("{what}; it is not used until you trust it"),
+            repair: Some("review it and trust it with: agent-comms trust".into()),
+        })
+        .collect();
+    findings.extend(list.map(|e| Finding {
+        code: "TRUST_LIST_UNUSABLE",
+        severity: Severity::Error,
+        subject: "trust".into(),
+        message: e.to_string(),
+        repair: None,
+    }));
+    findings
+}
+
 /// Agent adapters whose CLI is installed at a version outside the one(s)
 /// they were checked against: their detection may misread its screens.
 pub fn version_findings(entries: &[Entry]) -> Vec<Finding> {

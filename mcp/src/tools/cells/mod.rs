@@ -144,6 +144,7 @@ impl Server {
                 )));
             }
             let adapters = agent_comms_adapters::registry();
+            agent_comms_adapters::say_untrusted(&adapters);
             let config = CellSession {
                 name: name.clone(),
                 profile: adapters.for_command(&command_line).map(|e| &e.profile),
