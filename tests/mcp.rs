@@ -291,6 +291,41 @@ fn readonly_lists_only_tools_that_change_nothing() {
     assert_eq!(env.ls_json(), Vec::<Value>::new(), "nothing was started");
 }
 
+/// Issue 32, finding 7: a read-only server's `cell_wait` took another
+/// server's cell result away (the owner's own `cell_wait` then said
+/// "unknown cell"). Reading changes nothing now.
+#[test]
+#[ignore = "needs the MCP Python SDK: AGENT_COMMS_MCP_PYTHON (scripts/install-mcp-sdk)"]
+fn a_readonly_servers_wait_leaves_the_cell_result_to_its_owner() {
+    let env = TestEnv::new();
+    let mut owner = Mcp::start(&env, &["mcp"], &[]);
+    owner.call(
+        "cell_new",
+        json!({"session": "sh", "command": "bash --norc --noprofile"}),
+    );
+    let fired = owner.call("cell_fire", json!({"session": "sh", "code": "echo mine"}));
+    let id = fired["cell_id"].clone();
+    let mut observer = Mcp::start(&env, &["mcp", "--tools", "readonly"], &[]);
+    for _ in 0..2 {
+        let seen = observer.call(
+            "cell_wait",
+            json!({"session": "sh", "cell_id": id, "timeout": 30}),
+        );
+        assert_eq!(seen["status"], "done", "{seen}");
+    }
+    let seen = observer.call("cell_poll", json!({"session": "sh", "cell_id": id}));
+    assert_eq!(seen["status"], "done", "{seen}");
+    let mine = owner.call(
+        "cell_wait",
+        json!({"session": "sh", "cell_id": id, "timeout": 30}),
+    );
+    assert_eq!(
+        (&mine["status"], &mine["output"]),
+        (&json!("done"), &json!("mine")),
+        "{mine}"
+    );
+}
+
 #[test]
 #[ignore = "needs the MCP Python SDK: AGENT_COMMS_MCP_PYTHON (scripts/install-mcp-sdk)"]
 fn a_python_repl_keeps_its_variables_and_reports_progress() {

@@ -61,6 +61,13 @@ impl Shared {
         })
     }
 
+    /// Whether reading a cell's result must leave it for its owner: a
+    /// read-only server changes nothing, not even which results are
+    /// still to be picked up.
+    pub fn keeps_results(&self) -> bool {
+        self.tools == ToolSet::Readonly
+    }
+
     pub fn started_here(&self, name: &SessionName) {
         self.lock().insert(name.clone());
     }

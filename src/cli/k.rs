@@ -487,6 +487,7 @@ fn poll(session: &SessionName, cell_id: Option<&String>, out: &mut dyn Write) ->
         session,
         Request::CellPoll {
             cell_id: cell_id.cloned(),
+            keep: false,
         },
     ) {
         Ok(Response::Cell(reply)) => {

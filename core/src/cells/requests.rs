@@ -172,7 +172,9 @@ impl CellEngine {
         })
     }
 
-    pub fn poll(&mut self, cell_id: Option<&str>) -> CellReply {
+    /// The cell's state; an ended one's result is removed as it is handed
+    /// over, unless `keep`.
+    pub fn poll(&mut self, cell_id: Option<&str>, keep: bool) -> CellReply {
         let id = match cell_id {
             Some(id) if is_cell_id(id) => id.to_owned(),
             Some(_) => return error_reply(None, "invalid cell_id".into()),
@@ -191,6 +193,9 @@ impl CellEngine {
             .iter()
             .position(|r| r.cell_id.as_deref() == Some(id.as_str()))
         {
+            if keep {
+                return self.results[pos].clone();
+            }
             let result = self.results.remove(pos).expect("position is valid");
             if self.latest.as_deref() == Some(id.as_str()) && self.active.is_none() {
                 self.latest = None;

@@ -41,8 +41,13 @@ pub enum Request {
         timeout_ms: u64,
         wait: bool,
     },
+    /// A cell's state; an ended cell's result is handed over once (as
+    /// `k poll` does) unless `keep` leaves it for its owner (a read-only
+    /// caller: MCP's `--tools readonly`).
     CellPoll {
         cell_id: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        keep: bool,
     },
     CellInterrupt,
     CellStatus,

@@ -273,8 +273,8 @@ impl Connection {
                 },
                 Err(message) => Response::Error { message },
             },
-            Request::CellPoll { cell_id } => match state.cells_mut() {
-                Ok(c) => Response::Cell(c.poll(cell_id.as_deref())),
+            Request::CellPoll { cell_id, keep } => match state.cells_mut() {
+                Ok(c) => Response::Cell(c.poll(cell_id.as_deref(), keep)),
                 Err(message) => Response::Error { message },
             },
             Request::CellInterrupt => match state.cells_mut() {

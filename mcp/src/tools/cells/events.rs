@@ -74,6 +74,7 @@ pub(super) fn wait_for_cell(
     session: &SessionName,
     cell_id: Option<String>,
     deadline: Instant,
+    keep: bool,
     gave_up: &AtomicBool,
 ) -> Result<CellResult, ToolError> {
     // Subscribed before the first look: an end between the two is seen.
@@ -82,6 +83,7 @@ pub(super) fn wait_for_cell(
         session,
         Request::CellPoll {
             cell_id: cell_id.clone(),
+            keep,
         },
     )?;
     let Some(id) = now.cell_id.clone() else {
@@ -106,7 +108,13 @@ pub(super) fn wait_for_cell(
             Err(_) => break,
         }
     }
-    cell_reply(session, Request::CellPoll { cell_id: Some(id) })
+    cell_reply(
+        session,
+        Request::CellPoll {
+            cell_id: Some(id),
+            keep,
+        },
+    )
 }
 
 /// The cell's output as progress notifications, one per line, read from

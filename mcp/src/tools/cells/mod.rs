@@ -283,12 +283,14 @@ impl Server {
         )
     )]
     async fn cell_poll(&self, Parameters(args): Parameters<CellArgs>) -> ToolResult<CellResult> {
+        let keep = self.shared.keeps_results();
         blocking(move || {
             let session = cell_session(args.session.as_deref())?;
             Ok(cell_reply(
                 &session,
                 Request::CellPoll {
                     cell_id: args.cell_id,
+                    keep,
                 },
             )?
             .reply())
@@ -312,9 +314,10 @@ impl Server {
         context: RequestContext<RoleServer>,
     ) -> ToolResult<CellResult> {
         let wait = timeout(args.timeout, 30.0)?;
+        let keep = self.shared.keeps_results();
         let result = until_cancelled(context.ct, move |gave_up| {
             let session = cell_session(args.session.as_deref())?;
-            wait_for_cell(&session, args.cell_id, Instant::now() + wait, gave_up)
+            wait_for_cell(&session, args.cell_id, Instant::now() + wait, keep, gave_up)
         })
         .await?;
         Ok(result.reply())
