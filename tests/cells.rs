@@ -472,6 +472,42 @@ fn int_interrupts_the_running_cell() {
         .is(0, "still here\n");
 }
 
+/// Finding 9 of issue 32: a Ctrl-C that meets bash between forking the
+/// cell's command and handing it the terminal made bash read EIO and exit
+/// (status 130). `k` starts too slowly to hit that window often, so the
+/// fire and the interrupt go over one connection, the interrupt 0–400 µs
+/// after the fire: the span where a bare PTY lost bash in 15 of 100 tries
+/// (core/src/cells/hold.rs).
+#[test]
+fn an_interrupt_while_bash_starts_the_command_never_ends_it() {
+    use agent_comms_core::client::Client;
+    use agent_comms_core::socket::protocol::{Request, Response};
+    let env = Env::new();
+    env.new_session("b", BASH);
+    let mut client = Client::connect(&env.socket_path("b")).unwrap();
+    for i in 0..24u64 {
+        let fired = client.request(Request::CellRun {
+            code: "sleep 60".into(),
+            timeout_ms: 60_000,
+            wait: false,
+        });
+        assert!(matches!(fired, Ok(Response::Cell(_))), "{fired:?}");
+        let delay = Duration::from_micros((i % 8) * 50);
+        let start = std::time::Instant::now();
+        while start.elapsed() < delay {
+            std::hint::spin_loop();
+        }
+        let interrupted = client.request(Request::CellInterrupt);
+        assert!(matches!(interrupted, Ok(Response::Ok)), "{interrupted:?}");
+        env.expect_done(
+            "b",
+            &format!("echo alive-{i}"),
+            &format!("alive-{i}"),
+            Some(0),
+        );
+    }
+}
+
 #[test]
 fn int_right_after_fire_leaves_the_session_usable() {
     // However the Ctrl-C meets bash (before it read the line, while it

@@ -14,6 +14,7 @@
 
 mod config;
 pub mod frame;
+mod hold;
 pub mod output;
 mod requests;
 mod setup;
@@ -73,6 +74,9 @@ pub enum EngineNote {
         cell_id: String,
         written: frame::HookWritten,
     },
+    /// A request gave the engine a nearer deadline than the one the event
+    /// loop sleeps until: it looks again.
+    DeadlineMoved,
 }
 
 struct ActiveCell {
@@ -128,6 +132,13 @@ pub struct CellEngine {
     repl_busy: bool,
     /// When the REPL last printed anything.
     last_output: Instant,
+    /// The REPL's own process group (its pid: it leads its session).
+    repl_group: Option<i32>,
+    /// When the active cell's line was typed, until its frame ends.
+    line_typed: Option<Instant>,
+    /// Ctrl-Cs waiting for the cell's command to take the terminal
+    /// (see [`hold`]).
+    held: Option<Vec<u8>>,
     created: Instant,
     /// What marks a line of our own machinery, which the filtered view
     /// hides: the cells directory (our invocations, `. file`,
@@ -170,6 +181,7 @@ impl CellEngine {
         session: SessionName,
         config: CellsConfig,
         writer: PtyWriter,
+        repl_group: Option<i32>,
         notes: mpsc::UnboundedSender<EngineNote>,
     ) -> Self {
         let _ = crate::os::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
@@ -188,6 +200,9 @@ impl CellEngine {
             settling: None,
             repl_busy: false,
             last_output: Instant::now(),
+            repl_group,
+            line_typed: None,
+            held: None,
             created: Instant::now(),
             setup_typed: false,
             setup_cue_seen: false,

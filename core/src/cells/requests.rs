@@ -42,9 +42,10 @@ impl CellEngine {
             Err(message) => return Err(error_reply(None, format!("send failed: {message}"))),
         };
         let now = Instant::now();
-        let ready = self.at_prompt && self.settling.is_none();
+        let ready = self.at_prompt && self.settling.is_none() && self.held.is_none();
         if ready {
             self.writer.write(input.clone());
+            self.line_typed = Some(now);
         }
         let (tx, rx) = oneshot::channel();
         self.active = Some(ActiveCell {
@@ -221,7 +222,9 @@ impl CellEngine {
     }
 
     /// Ctrl-C to the REPL; the active cell resolves as interrupted.
-    pub fn interrupt(&mut self) {
+    /// `foreground` is the terminal's foreground process group: a Ctrl-C
+    /// may wait for the cell's command to take the terminal ([`super::hold`]).
+    pub fn interrupt(&mut self, foreground: Option<i32>) {
         let mut bytes = vec![0x03];
         match self.config.frame {
             FrameMode::Integration(_) => {
@@ -244,7 +247,7 @@ impl CellEngine {
             FrameMode::Repeat | FrameMode::Hook(_) => bytes.extend(b"\r".repeat(FRAME_ENTERS)),
             FrameMode::Prompt(_) => {}
         }
-        self.writer.write(bytes);
+        self.write_interrupt(bytes, foreground);
         if let Some(mut cell) = self.active.take() {
             kill_hook(&mut cell);
             // `k int` releases the lock, as agent-tty's did: a later `k poll`

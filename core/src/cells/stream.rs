@@ -67,6 +67,7 @@ impl CellEngine {
             }
             if IntegrationDetector::end_mark(payload, &self.config.token).is_some() {
                 self.repl_busy = false;
+                self.line_typed = None;
                 if let Some(s) = self.settling.as_mut() {
                     s.awaiting_prompt = false;
                 }
@@ -95,6 +96,9 @@ impl CellEngine {
     /// After a Ctrl-C: a lost one is sent again; once the REPL is back at
     /// its prompt and quiet, a cell that was waiting is typed.
     pub(super) fn settle_interrupt(&mut self, now: Instant) {
+        if self.held.is_some() {
+            return;
+        }
         let Some(s) = self.settling.as_mut() else {
             return;
         };
@@ -190,11 +194,12 @@ impl CellEngine {
     }
 
     pub(super) fn send_pending(&mut self) {
-        if self.settling.is_some() || !self.at_prompt {
+        if self.settling.is_some() || self.held.is_some() || !self.at_prompt {
             return;
         }
         if let Some(input) = self.active.as_mut().and_then(|c| c.pending_input.take()) {
             self.writer.write(input);
+            self.line_typed = Some(Instant::now());
         }
     }
 
@@ -213,6 +218,7 @@ impl CellEngine {
                     self.finish_frame(None);
                 }
             }
+            EngineNote::DeadlineMoved => {}
         }
     }
 
@@ -244,10 +250,15 @@ impl CellEngine {
                 (false, Some((_, typed))) => typed + BARRIER_RETRY,
                 (false, None) => self.last_output + INTERRUPT_SETTLE,
             });
-        [startup, cell, settle].into_iter().flatten().min()
+        [startup, cell, settle, self.hold_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
-    pub fn on_tick(&mut self, now: Instant) {
+    /// `foreground`: the terminal's foreground process group now.
+    pub fn on_tick(&mut self, now: Instant, foreground: Option<i32>) {
+        self.release_held(foreground, now);
         self.type_setup_if_due(now);
         if let Some(startup) = &self.line_startup {
             let quiet = !matches!(self.config.frame, FrameMode::Prompt(_))
@@ -287,6 +298,7 @@ impl CellEngine {
             return;
         };
         kill_hook(&mut cell);
+        self.line_typed = None;
         let output = match cell.detector.lines() {
             Some(lines) => lines.finish(),
             None => std::mem::take(&mut cell.output).finish(),

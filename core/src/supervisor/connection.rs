@@ -277,13 +277,16 @@ impl Connection {
                 Ok(c) => Response::Cell(c.poll(cell_id.as_deref(), keep)),
                 Err(message) => Response::Error { message },
             },
-            Request::CellInterrupt => match state.cells_mut() {
-                Ok(c) => {
-                    c.interrupt();
-                    Response::Ok
+            Request::CellInterrupt => {
+                let foreground = state.pty.foreground_group();
+                match state.cells_mut() {
+                    Ok(c) => {
+                        c.interrupt(foreground);
+                        Response::Ok
+                    }
+                    Err(message) => Response::Error { message },
                 }
-                Err(message) => Response::Error { message },
-            },
+            }
             Request::CellStatus => match state.cells_mut() {
                 Ok(c) => Response::CellStatus(c.status()),
                 Err(message) => Response::Error { message },

@@ -168,10 +168,10 @@ impl State {
     ) -> Self {
         let mut model = ScreenModel::new(config.spawn.rows, config.spawn.cols);
         model.set_answer_queries(true);
-        let mut cells = config
-            .cells
-            .as_ref()
-            .map(|c| CellEngine::new(config.name.clone(), c.clone(), pty.writer(), notes));
+        let mut cells = config.cells.as_ref().map(|c| {
+            let group = i32::try_from(pty.pid()).ok();
+            CellEngine::new(config.name.clone(), c.clone(), pty.writer(), group, notes)
+        });
         if let Some(cells) = cells.as_mut() {
             cells.start();
         }
@@ -628,8 +628,9 @@ impl Supervisor {
 
     fn on_cell_tick(&self) {
         let mut state = self.shared.lock();
+        let foreground = state.pty.foreground_group();
         if let Some(cells) = state.cells.as_mut() {
-            cells.on_tick(std::time::Instant::now());
+            cells.on_tick(std::time::Instant::now(), foreground);
         }
     }
 
