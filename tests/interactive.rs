@@ -1630,6 +1630,28 @@ fn untrusted_text_reaches_the_terminal_escaped() {
     );
     let listed = json(&env.run_ok(&["message", "list", "--json"]));
     assert_eq!(listed[1]["from"], "ev\u{1b}]0;X\u{7}\nil");
+
+    // --json (issue 32, finding 8): C1 controls and bidi overrides as \u
+    // escapes, which read back as the very text.
+    let bidi = "invoice\u{202e}fdp.exe \u{9b}31m";
+    let id = send(&env, "alice", "bob", bidi, false)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = env.run_ok(&["message", "show", &id, "--json"]);
+    for raw in ['\u{202e}', '\u{9b}'] {
+        assert!(
+            !run.stdout.contains(raw),
+            "{raw:?} in --json: {:?}",
+            run.stdout
+        );
+    }
+    assert!(
+        run.stdout.contains(r"invoice\u202efdp.exe \u009b31m"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(json(&run)["body"], bidi);
 }
 
 /// `send --wait N` that runs out says what it waited for, where the

@@ -233,7 +233,7 @@ pub fn serve(args: AcpServeArgs, actor: Option<&str>) -> anyhow::Result<i32> {
         if let Some(web) = web {
             out["web"] = web;
         }
-        println!("{out}");
+        println!("{}", agent_comms_core::display::json(&out)?);
         return Ok(0);
     }
     print_started(&started, false)?;
@@ -285,7 +285,7 @@ fn agent_command(
 
 fn print_started(started: &Started, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(started)?);
+        println!("{}", agent_comms_core::display::json(started)?);
         return Ok(());
     }
     let agent = match (&started.agent_name, &started.agent_version) {
@@ -328,7 +328,9 @@ pub fn cancel(id: &str, json: bool) -> anyhow::Result<i32> {
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({ "id": id.as_str(), "stop_reason": stop_reason })
+                    agent_comms_core::display::json(
+                        &serde_json::json!({ "id": id.as_str(), "stop_reason": stop_reason })
+                    )?
                 );
             } else {
                 println!(
@@ -494,7 +496,7 @@ impl Output {
         let mut out = self.stdout.lock();
         match &mut self.view {
             Some(view) => out.write_all(view.push(entry).as_bytes())?,
-            None => writeln!(out, "{}", serde_json::to_string(entry)?)?,
+            None => writeln!(out, "{}", agent_comms_core::display::json(entry)?)?,
         }
         out.flush()?;
         Ok(())

@@ -129,7 +129,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
             })).collect::<Vec<_>>(),
             "untrusted": registry.untrusted().iter().map(super::trust::untrusted_json).collect::<Vec<_>>(),
         });
-        println!("{out}");
+        println!("{}", agent_comms_core::display::json(&out)?);
         return Ok(0);
     }
     println!(
@@ -190,7 +190,7 @@ fn show(name: &str, json: bool) -> anyhow::Result<i32> {
             if json {
                 let mut value = super::trust::untrusted_json(u);
                 value["profile"] = serde_json::to_value(&u.profile)?;
-                println!("{value}");
+                println!("{}", agent_comms_core::display::json(&value)?);
             } else {
                 println!(
                     "# untrusted project adapter '{}' from {} (not used; trust it with: agent-comms trust)",
@@ -206,7 +206,7 @@ fn show(name: &str, json: bool) -> anyhow::Result<i32> {
     if json {
         let mut value = entry_json(entry);
         value["profile"] = serde_json::to_value(&entry.profile)?;
-        println!("{value}");
+        println!("{}", agent_comms_core::display::json(&value)?);
     } else {
         println!(
             "# {} adapter '{}' from {}",
@@ -325,7 +325,10 @@ fn report_check(
             })).collect::<Vec<_>>(),
             "plugin": plugin.map(plugin_json),
         });
-        println!("{out}");
+        println!(
+            "{}",
+            agent_comms_core::display::json(&out).expect("JSON values serialise")
+        );
         return;
     }
     let profile = match profile {

@@ -531,7 +531,7 @@ fn session(cmd: SessionCommand) -> anyhow::Result<i32> {
 fn new(name: &str, spawn: SpawnArgs, json: bool) -> anyhow::Result<i32> {
     let record = super::launch::start_detached(&config(name, spawn)?)?;
     if json {
-        println!("{}", serde_json::to_string(&record)?);
+        println!("{}", agent_comms_core::display::json(&record)?);
     } else {
         println!("started session {} (pid {})", record.name, record.pid);
     }
@@ -557,7 +557,7 @@ fn snapshot(name: &str, json: bool) -> anyhow::Result<i32> {
         bail!("unexpected reply to snapshot");
     };
     if json {
-        println!("{}", serde_json::to_string(&snap)?);
+        println!("{}", agent_comms_core::display::json(&snap)?);
         return Ok(0);
     }
     let last = snap
@@ -577,7 +577,7 @@ fn activity(name: &str, json: bool) -> anyhow::Result<i32> {
         bail!("unexpected reply to activity");
     };
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        println!("{}", agent_comms_core::display::json(&report)?);
         return Ok(0);
     }
     let by = match report.by {
@@ -622,7 +622,9 @@ fn kill(name: &str, grace: f64, json: bool) -> anyhow::Result<i32> {
     if json {
         println!(
             "{}",
-            json!({"name": name, "exit_code": info.code, "signal": info.signal})
+            agent_comms_core::display::json(
+                &json!({"name": name, "exit_code": info.code, "signal": info.signal})
+            )?
         );
     } else {
         println!("killed session {name} ({info})");
@@ -699,7 +701,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
     })?;
     let infos: Vec<SessionInfo> = records.iter().filter_map(info_of).collect();
     if json {
-        println!("{}", serde_json::to_string(&infos)?);
+        println!("{}", agent_comms_core::display::json(&infos)?);
     } else if infos.is_empty() {
         println!("no sessions");
     } else {

@@ -71,7 +71,7 @@ fn print_urls(id: &str, urls: &Urls, token_file: &std::path::Path, json: bool) {
     if json {
         println!(
             "{}",
-            serde_json::to_string(urls).expect("the URLs serialize")
+            agent_comms_core::display::json(urls).expect("the URLs serialize")
         );
     } else {
         println!("runtime {id} in a browser:");

@@ -20,10 +20,12 @@ fn json_value(v: &serde_json::Value) -> String {
     }
 }
 
-/// serde_json escapes exactly what `json.dumps(ensure_ascii=False)` does:
-/// quote, backslash, and control characters (short forms for \b\f\n\r\t).
+/// What `json.dumps(ensure_ascii=False)` escapes — quote, backslash, and C0
+/// controls (short forms for \b\f\n\r\t) — and, as all our JSON does
+/// (`display::json`), C1 and bidirectional controls as `\uNNNN`: the same
+/// string to any JSON reader, harmless on a terminal.
 fn json_string(s: &str) -> String {
-    serde_json::to_string(s).expect("strings serialize")
+    agent_comms_core::display::json(s).expect("strings serialize")
 }
 
 /// A cell reply as `k` prints it.

@@ -52,7 +52,7 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
     findings.extend(version_findings(registry.entries()));
     findings.extend(trust(&registry));
     if json {
-        println!("{}", serde_json::to_string(&findings)?);
+        println!("{}", agent_comms_core::display::json(&findings)?);
     } else if findings.is_empty() {
         println!("no problems found");
     } else {

@@ -427,7 +427,7 @@ fn bind(id: &SessionName, conversation: Option<&str>, json: bool) -> anyhow::Res
     if json {
         // `session_id` is `conversation_id`'s old name, kept for one release.
         let line = serde_json::json!({"id": id, "conversation_id": bound, "session_id": bound});
-        println!("{line}");
+        println!("{}", agent_comms_core::display::json(&line)?);
     } else {
         let bound = display::one_line(&bound);
         println!("runtime {id} is bound to conversation {bound}");
@@ -442,7 +442,7 @@ fn configure_runtime(id: &str, change: &Configure, json: bool) -> anyhow::Result
     let r = configure(store, &host, change, store.now())?;
     let view = RuntimeView::new(&r, &host, store.now());
     if json {
-        println!("{}", serde_json::to_string(&view)?);
+        println!("{}", agent_comms_core::display::json(&view)?);
     } else {
         println!(
             "runtime {id} configured: agent {}, kind {}, connector {}, max-concurrent {}, this host",
@@ -462,7 +462,7 @@ fn remove(id: &str, json: bool) -> anyhow::Result<i32> {
     let removed = registration::remove(store, &host_id()?, id, store.now())?;
     if json {
         let view = RuntimeView::new(&removed, &host_id()?, store.now());
-        println!("{}", serde_json::to_string(&view)?);
+        println!("{}", agent_comms_core::display::json(&view)?);
     } else {
         println!("runtime {id} removed (it was {})", removed.status);
     }
@@ -480,7 +480,7 @@ fn list(json: bool) -> anyhow::Result<i32> {
         .map(|r| RuntimeView::new(r, &host, now))
         .collect();
     if json {
-        println!("{}", serde_json::to_string(&views)?);
+        println!("{}", agent_comms_core::display::json(&views)?);
         return Ok(0);
     }
     if views.is_empty() {
@@ -569,7 +569,7 @@ fn show(id: &str, json: bool) -> anyhow::Result<i32> {
                 object.insert("acp".into(), serde_json::to_value(status)?);
             }
         }
-        println!("{value}");
+        println!("{}", agent_comms_core::display::json(&value)?);
         return Ok(0);
     }
     let text = serde_json::to_value(&view)?;
@@ -640,7 +640,7 @@ pub fn deliver_with(
     match replied? {
         Response::Delivered(e) => {
             if args.json {
-                println!("{}", serde_json::to_string(&e)?);
+                println!("{}", agent_comms_core::display::json(&e)?);
             } else if e.style == "prompt" {
                 println!(
                     "delivered to {name} as a prompt: sent {}, first update {}, turn ended {} ({})",

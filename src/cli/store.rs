@@ -121,7 +121,7 @@ fn check_store(json: bool) -> anyhow::Result<i32> {
     let found = check(&path);
     let path = found.path.display();
     if json {
-        println!("{}", serde_json::to_string(&found)?);
+        println!("{}", agent_comms_core::display::json(&found)?);
     } else if !found.exists {
         println!("{path}: no store yet (the first command that needs one creates it)");
     } else if found.ok {
@@ -143,7 +143,7 @@ fn check_store(json: bool) -> anyhow::Result<i32> {
 fn show_status(location: &Location, json: bool) -> anyhow::Result<i32> {
     let found = status(location, &|r, now| effective_status(r, now).0);
     if json {
-        println!("{}", serde_json::to_string(&found)?);
+        println!("{}", agent_comms_core::display::json(&found)?);
     } else {
         print_status(&found);
     }
@@ -217,7 +217,7 @@ fn migrate(to: &str, force: bool, json: bool) -> anyhow::Result<i32> {
     };
     let done = copy::migrate(&source, target, force)?;
     if json {
-        println!("{}", serde_json::to_string(&done)?);
+        println!("{}", agent_comms_core::display::json(&done)?);
     } else {
         print_migrated(&done);
     }

@@ -61,7 +61,9 @@ pub fn run(args: TrustArgs) -> anyhow::Result<i32> {
         if args.json {
             println!(
                 "{}",
-                json!({"project": state.parent(), "forgotten": forgotten})
+                agent_comms_core::display::json(
+                    &json!({"project": state.parent(), "forgotten": forgotten})
+                )?
             );
         } else {
             println!(
@@ -79,7 +81,10 @@ pub fn run(args: TrustArgs) -> anyhow::Result<i32> {
     }
     if pending.is_empty() {
         if args.json {
-            println!("{}", listing_json(&state, &list, &pending, &[]));
+            println!(
+                "{}",
+                agent_comms_core::display::json(&listing_json(&state, &list, &pending, &[]))?
+            );
         }
         return Ok(0);
     }
@@ -96,7 +101,10 @@ pub fn run(args: TrustArgs) -> anyhow::Result<i32> {
     }
     let left = pending.len() - trusted.len();
     if args.json {
-        println!("{}", listing_json(&state, &list, &pending, &trusted));
+        println!(
+            "{}",
+            agent_comms_core::display::json(&listing_json(&state, &list, &pending, &trusted))?
+        );
     } else if confirmed {
         println!(
             "trusted {} file(s), recorded in {}",
