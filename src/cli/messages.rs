@@ -24,10 +24,22 @@ use clap::{Args, Subcommand};
   agent-comms --actor alice send --to bob --wait 60 'are the tests done?'
   agent-comms --actor alice send --to bob --json 'ping' | jq -r .id
 
-Exit status: 0 stored (and, with --wait, delivered); 1 not delivered within
---wait, or not waited for because no runtime of the agent is online (nothing
-can deliver it until one starts; the line says how to start one), or an
-error. A message not delivered stays queued unless the line says otherwise.")]
+Exit status (whether to send a message again depends on it):
+  0  stored (and, with --wait, delivered)
+  1  stored, not delivered within --wait, or not waited for because no
+     runtime of the agent is online (the line says how to start one); or
+     refused before anything was stored (an empty message, an unknown
+     agent …). A message not delivered stays queued unless the line says
+     otherwise: do not send it again
+  3  not stored: the store could not be reached or refused it, said as
+     soon as that is known (4 s to connect), not at the end of --wait;
+     send it again once the store answers
+  4  stored as ID, outcome not known yet: the store went out of reach
+     during --wait (read again for up to 4 s after it); do not send it
+     again: it is delivered once the store and its runtime are back
+     (agent-comms message show ID). Also when the store stopped answering
+     as it stored the message: the line says how to look before sending
+     it again")]
 pub struct SendArgs {
     /// The recipient agent (it must have a runtime record).
     #[arg(long, value_name = "AGENT")]
@@ -40,7 +52,10 @@ pub struct SendArgs {
     #[arg(long, value_name = "SECONDS")]
     wait: Option<u64>,
     /// Print the message as JSON: {"id", "from", "to", "status",
-    /// "created", "delivered", "reason", "attempts"}.
+    /// "created", "delivered", "reason", "attempts", "stored": true,
+    /// "outcome_known"}; outcome_known is false when --wait could not learn
+    /// what became of it (exit 4). Not stored (exit 3): {"stored": false,
+    /// "error"}.
     #[arg(long)]
     json: bool,
     /// The message; it may be long and span lines: only a short
@@ -126,12 +141,55 @@ pub enum MessageCommand {
     },
 }
 
-pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
+pub fn send(mut args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
     let from = actor.ok_or(ControlError::NoActor {
         what: "send a message".into(),
     })?;
     let to = Id::agent(&args.to)?;
-    let body = match (&args.body_file, args.text) {
+    let body = body(args.body_file.as_deref(), args.text.take())?;
+    let host = host_id()?;
+    // Every store error up to the insert means nothing was stored.
+    let store = match open_store() {
+        Ok(store) => store,
+        Err(ControlError::Store(e)) => return not_stored(e, args.json),
+        Err(e) => return Err(e.into()),
+    };
+    let store = store.as_ref();
+    let mut line = super::waiting::WaitLine::on_terminal();
+    let telling = line.is_some();
+    let mut show = |wait: Option<&_>| {
+        if let Some(line) = line.as_mut() {
+            line.show(wait);
+        }
+    };
+    let sent = messages::send(
+        store,
+        &host,
+        &from,
+        &to,
+        &body,
+        args.wait.map(Duration::from_secs),
+        telling.then_some(&mut show),
+    );
+    let sent = match sent {
+        Ok(sent) => sent,
+        Err(ControlError::Store(e)) => return not_stored(e, args.json),
+        Err(e @ ControlError::PerhapsStored { .. }) => {
+            if args.json {
+                let said = serde_json::json!({"stored": null, "error": e.to_string()});
+                println!("{}", agent_comms_core::display::json(&said)?);
+            }
+            eprintln!("agent-comms: {}", display::one_line(&e.to_string()));
+            return Ok(UNKNOWN);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    report_sent(store, sent, &args)
+}
+
+/// The message's text: from `--body-file` or as given.
+fn body(file: Option<&std::path::Path>, text: Option<String>) -> anyhow::Result<String> {
+    Ok(match (file, text) {
         (Some(path), _) => {
             let bytes = std::fs::read(path)
                 .with_context(|| format!("cannot read the message from {}", path.display()))?;
@@ -145,30 +203,26 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         }
         (None, Some(text)) => text,
         (None, None) => bail!("give the message as TEXT or --body-file FILE"),
-    };
-    let store = open_store()?;
-    let store = store.as_ref();
-    let mut line = super::waiting::WaitLine::on_terminal();
-    let telling = line.is_some();
-    let mut show = |wait: Option<&_>| {
-        if let Some(line) = line.as_mut() {
-            line.show(wait);
-        }
-    };
-    let sent = messages::send(
-        store,
-        &host_id()?,
-        &from,
-        &to,
-        &body,
-        args.wait.map(Duration::from_secs),
-        telling.then_some(&mut show),
-    )?;
-    let inv = store
-        .invocation(&sent.invocation.id)?
-        .unwrap_or(sent.invocation);
+    })
+}
+
+/// Says what became of a stored message; its exit status.
+fn report_sent(store: &dyn Store, sent: messages::Sent, args: &SendArgs) -> anyhow::Result<i32> {
+    let inv = sent.invocation;
     if args.json {
-        println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
+        // The message, and what is known of it: outcome_known is false
+        // when --wait could not learn what became of it.
+        let mut view = serde_json::to_value(InvocationView::new(&inv))?;
+        view["stored"] = true.into();
+        view["outcome_known"] = sent.unknown.is_none().into();
+        println!("{}", agent_comms_core::display::json(&view)?);
+    }
+    if let Some(why) = &sent.unknown {
+        eprintln!(
+            "agent-comms: {}",
+            outcome_unknown(&inv, sent.nudge.as_ref(), why)
+        );
+        return Ok(UNKNOWN);
     }
     let waited = args
         .wait
@@ -178,7 +232,8 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         // where the message stands and what to do.
         let start = match sent.nudge {
             Some(_) => None,
-            None => Some(start_command(store, &inv.to)?),
+            // The line is said even if the store stopped answering.
+            None => start_command(store, &inv.to).ok(),
         };
         eprintln!(
             "agent-comms: {}",
@@ -195,6 +250,46 @@ pub fn send(args: SendArgs, actor: Option<Id>) -> anyhow::Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// `send`'s exit status when the message was not stored.
+const NOT_STORED: i32 = 3;
+/// `send`'s exit status when it is stored (or may be) but what became of
+/// it could not be learned.
+const UNKNOWN: i32 = 4;
+
+/// The store failed before the message was stored: one line saying so,
+/// exit [`NOT_STORED`].
+fn not_stored(e: agent_comms_core::store::StoreError, json: bool) -> anyhow::Result<i32> {
+    // A damaged file is named, as every other command names it.
+    let e = e.at(&agent_comms_core::control::store_path());
+    let said = format!("not stored: {e}; nothing was stored: send it again once the store answers");
+    if json {
+        let view = serde_json::json!({"stored": false, "error": said});
+        println!("{}", agent_comms_core::display::json(&view)?);
+    }
+    eprintln!(
+        "{}",
+        super::look::error(&format!("agent-comms: {}", display::one_line(&said)))
+    );
+    Ok(NOT_STORED)
+}
+
+/// The one line of a `send --wait` that could not learn what became of its
+/// stored message: the id, what was waited for, why, and the next step.
+fn outcome_unknown(inv: &Invocation, nudge: Option<&(String, Nudged)>, why: &str) -> String {
+    let id = &inv.id;
+    let waited = match nudge {
+        Some((runtime, Nudged::ByItsHost(_))) => {
+            format!("runtime {runtime}, on another host, delivers it")
+        }
+        Some((runtime, _)) => format!("runtime {runtime} delivers it"),
+        None => format!("a runtime of {} delivers it", inv.to),
+    };
+    format!(
+        "stored as {id}, outcome not known yet: the store did not answer at the end of the wait ({}); do not send it again: {waited} once the store is back; follow it with: agent-comms message show {id}",
+        display::one_line(why)
+    )
 }
 
 /// What became of a message just stored, for its one line.
@@ -317,7 +412,7 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
             }
             let views = messages::list(store, &filter)?;
             if json {
-                println!("{}", serde_json::to_string(&views)?);
+                println!("{}", agent_comms_core::display::json(&views)?);
             } else if views.is_empty() {
                 println!("no invocations");
             } else {
@@ -343,7 +438,10 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         MessageCommand::Redeliver { id, json } => {
             let inv = messages::redeliver(store, &host_id()?, &Id::message(id.id()?)?)?;
             if json {
-                println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
+                println!(
+                    "{}",
+                    agent_comms_core::display::json(&InvocationView::new(&inv))?
+                );
             } else {
                 let to = display::one_line(&inv.to);
                 println!("{} queued for delivery to {to} again", inv.id);
@@ -352,7 +450,10 @@ pub fn message(cmd: MessageCommand, actor: Option<Id>) -> anyhow::Result<i32> {
         MessageCommand::Cancel { id, json } => {
             let inv = messages::cancel(store, &Id::message(id.id()?)?, actor.as_ref())?;
             if json {
-                println!("{}", serde_json::to_string(&InvocationView::new(&inv))?);
+                println!(
+                    "{}",
+                    agent_comms_core::display::json(&InvocationView::new(&inv))?
+                );
             } else {
                 let reason = display::one_line(inv.reason.as_deref().unwrap_or_default());
                 println!(
@@ -383,7 +484,7 @@ fn show(store: &dyn Store, ids: &[String], json: bool, raw: bool) -> anyhow::Res
         .collect::<Result<Vec<_>, _>>()?;
     for (n, view) in views.iter().enumerate() {
         if json {
-            println!("{}", serde_json::to_string(view)?);
+            println!("{}", agent_comms_core::display::json(view)?);
         } else if raw {
             let body = view.body.as_deref().unwrap_or_default();
             std::io::stdout().write_all(body.as_bytes())?;

@@ -5,8 +5,16 @@
 //! runtime, whose inbox types a short fixed notification — the id and the
 //! command that shows the body, never the body itself (a body may be long,
 //! multi-line, or hostile; the notification is none of these).
+//!
+//! What a sender learns is exact about one thing above all: whether the
+//! message was stored, since a script that resends a stored message has it
+//! delivered twice. Every error [`send`] returns means nothing was stored,
+//! but [`ControlError::PerhapsStored`]; once stored, a `send` never fails:
+//! a store that goes away during the wait leaves [`Sent::unknown`] saying
+//! what could not be learned, and the message is delivered once the store
+//! and its runtime are back.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -17,7 +25,7 @@ use crate::ids::{Id, IdError};
 use crate::socket::protocol::{InvocationOutcome, Request, Response, Waiting};
 use crate::store::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, NewInvocation, RuntimeRecord,
-    RuntimeStatus, Store,
+    RuntimeStatus, Store, StoreError,
 };
 use crate::time::iso_from_unix_millis;
 
@@ -92,11 +100,26 @@ pub fn named_ids(line: &str) -> Option<Vec<&str>> {
     Some(ids.split_whitespace().collect())
 }
 
-/// What became of a `send`.
+/// How long [`send`] keeps reading a message's state after its wait when
+/// the store does not answer: the store's connect timeout, so a store
+/// that is gone costs at most that beyond the wait.
+const REREAD_FOR: Duration = Duration::from_secs(4);
+/// The pause between two such reads.
+const REREAD_PAUSE: Duration = Duration::from_millis(250);
+
+/// What became of a `send`: the message is stored.
 pub struct Sent {
+    /// The message as last read from the store after the nudge and the
+    /// wait; when the store could not be read then, as its runtime said the
+    /// attempt ended, or else as it was stored.
     pub invocation: Invocation,
     /// The runtime online here that was nudged, and what came of it.
     pub nudge: Option<(String, Nudged)>,
+    /// With a wait: why what became of the message is not known — the
+    /// store could not be read at the wait's end (it went out of reach),
+    /// and the runtime told no outcome. `invocation` is then the message
+    /// as stored. Never set without a wait.
+    pub unknown: Option<String>,
 }
 
 /// What came of nudging a runtime.
@@ -122,6 +145,11 @@ pub type OnWait<'a> = &'a mut dyn FnMut(Option<&Waiting>);
 /// Stores a message from `from` to agent `to` and nudges `to`'s runtime.
 /// With `wait`, returns once its delivery attempt ended (or after it);
 /// meanwhile `on_wait`, if given, hears what the runtime waits for.
+///
+/// An error means the message was not stored (a [`ControlError::Store`]:
+/// the store could not be reached or refused it), except
+/// [`ControlError::PerhapsStored`]; once it is stored, `send` returns
+/// [`Sent`] whatever the store does afterwards.
 pub fn send(
     store: &dyn Store,
     host: &str,
@@ -132,22 +160,7 @@ pub fn send(
     on_wait: Option<OnWait<'_>>,
 ) -> Result<Sent, ControlError> {
     let (from, to) = (from.as_str(), to.as_str());
-    if body.trim().is_empty() {
-        return Err(ControlError::Body("the message is empty".into()));
-    }
-    if let Some(at) = body.find('\0') {
-        // Neither a reader's terminal nor PostgreSQL takes one: refused on
-        // every back-end alike.
-        return Err(ControlError::Body(format!(
-            "the message holds a NUL byte (at byte {at}); send text"
-        )));
-    }
-    if body.len() > MAX_BODY_BYTES {
-        return Err(ControlError::Body(format!(
-            "the message is {} bytes; the limit is {MAX_BODY_BYTES}",
-            body.len()
-        )));
-    }
+    check_body(body)?;
     let now = store.now();
     let runtimes: Vec<RuntimeRecord> = store
         .runtimes()?
@@ -174,32 +187,178 @@ pub fn send(
     } else {
         (InvocationStatus::Pending, None)
     };
-    let invocation = store.insert_invocation(&NewInvocation {
+    let new = NewInvocation {
         from,
         to,
         body,
         status,
         reason: reason.as_deref(),
         now,
-    })?;
+    };
+    let invocation = match store.insert_invocation(&new) {
+        Ok(invocation) => invocation,
+        Err(e @ StoreError::Unreachable { .. }) => stored_after_all(store, &new, e)?,
+        Err(e) => return Err(e.into()),
+    };
+    // Stored: from here on nothing fails, whatever the store does.
     if status != InvocationStatus::Pending {
         return Ok(Sent {
             invocation,
             nudge: None,
+            unknown: None,
         });
     }
     let nudge = if let Some(r) = online(&local, now) {
         Some((r.id.clone(), nudge(r, Some(&invocation.id), wait, on_wait)))
-    } else if let Some(r) = online(&remote, now) {
-        let outcome = match wait {
-            Some(wait) => wait_in_store(store, &invocation, wait)?,
-            None => None,
-        };
-        Some((r.id.clone(), Nudged::ByItsHost(outcome)))
     } else {
-        None
+        online(&remote, now).map(|r| {
+            let outcome = wait.and_then(|wait| wait_in_store(store, &invocation, wait));
+            (r.id.clone(), Nudged::ByItsHost(outcome))
+        })
     };
-    Ok(Sent { invocation, nudge })
+    let (invocation, unknown) = where_it_stands(store, invocation, wait, nudge.as_ref());
+    Ok(Sent {
+        invocation,
+        nudge,
+        unknown,
+    })
+}
+
+/// Refuses a body no reader could take: empty, holding a NUL, or over
+/// [`MAX_BODY_BYTES`].
+fn check_body(body: &str) -> Result<(), ControlError> {
+    if body.trim().is_empty() {
+        return Err(ControlError::Body("the message is empty".into()));
+    }
+    if let Some(at) = body.find('\0') {
+        // Neither a reader's terminal nor PostgreSQL takes one: refused on
+        // every back-end alike.
+        return Err(ControlError::Body(format!(
+            "the message holds a NUL byte (at byte {at}); send text"
+        )));
+    }
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ControlError::Body(format!(
+            "the message is {} bytes; the limit is {MAX_BODY_BYTES}",
+            body.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The stored `invocation` as it stands after the nudge (and the wait),
+/// and, with a wait, why that is not known if it is not.
+fn where_it_stands(
+    store: &dyn Store,
+    invocation: Invocation,
+    wait: Option<Duration>,
+    nudge: Option<&(String, Nudged)>,
+) -> (Invocation, Option<String>) {
+    let told = match nudge {
+        Some((_, Nudged::Woken(Some(outcome)) | Nudged::ByItsHost(Some(outcome)))) => Some(outcome),
+        _ => None,
+    };
+    // Where it stands now, read through a connection the wait may have
+    // seen the server end (a restart): a read that fails on it makes the
+    // next one reconnect. A wait that ran out untold gives a store that is
+    // coming back up to its connect timeout more; a runtime that told how
+    // the attempt ended (it had recorded it) needs none.
+    let waited_untold = wait.is_some()
+        && told.is_none()
+        && matches!(
+            nudge,
+            Some((
+                _,
+                Nudged::NoOutcome(_) | Nudged::Woken(None) | Nudged::ByItsHost(None)
+            ))
+        );
+    let until = Instant::now()
+        + if waited_untold {
+            REREAD_FOR
+        } else {
+            Duration::ZERO
+        };
+    match reread(store, &invocation.id, until) {
+        Ok(now_is) => (now_is, None),
+        Err(why) => match told {
+            Some(outcome) => (as_told(invocation, outcome), None),
+            None => (invocation, wait.and(Some(why))),
+        },
+    }
+}
+
+/// `new`'s row, if the insert whose answer was lost (`lost`) committed
+/// after all: a connection that broke during the commit leaves the sender
+/// not knowing. Read back on a new connection for up to [`REREAD_FOR`];
+/// not there: not stored ([`ControlError::Store`] with `lost`); not
+/// readable: [`ControlError::PerhapsStored`].
+fn stored_after_all(
+    store: &dyn Store,
+    new: &NewInvocation<'_>,
+    lost: StoreError,
+) -> Result<Invocation, ControlError> {
+    let filter = InvocationFilter {
+        status: None,
+        to: Some(new.to),
+        from: Some(new.from),
+    };
+    let until = Instant::now() + REREAD_FOR;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match store.invocations(&filter) {
+            Ok(rows) => {
+                return match rows
+                    .into_iter()
+                    .find(|i| i.created == new.now && i.body == new.body)
+                {
+                    Some(invocation) => Ok(invocation),
+                    None => Err(lost.into()),
+                }
+            }
+            Err(e) if tries >= 2 && Instant::now() >= until => {
+                return Err(ControlError::PerhapsStored {
+                    from: new.from.to_owned(),
+                    to: new.to.to_owned(),
+                    detail: e.to_string(),
+                })
+            }
+            Err(_) if tries >= 2 => std::thread::sleep(REREAD_PAUSE),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Message `id` as the store holds it, read until `until` while the store
+/// does not answer (and twice at least: the first call after a restart
+/// fails on the connection the server ended, the second reconnects); the
+/// last error when it never answered.
+fn reread(store: &dyn Store, id: &str, until: Instant) -> Result<Invocation, String> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let why = match store.invocation(id) {
+            Ok(Some(now_is)) => return Ok(now_is),
+            Ok(None) => return Err(format!("message {id} is no longer in the store")),
+            Err(e) => e.to_string(),
+        };
+        if tries >= 2 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(why);
+            }
+            std::thread::sleep(left.min(REREAD_PAUSE));
+        }
+    }
+}
+
+/// `inv` as its runtime told how its attempt ended.
+fn as_told(mut inv: Invocation, outcome: &InvocationOutcome) -> Invocation {
+    if let Ok(status) = outcome.status.parse() {
+        inv.status = status;
+        inv.reason = outcome.reason.clone();
+    }
+    inv
 }
 
 /// The first of `runtimes` that is ONLINE at `now`.
@@ -212,34 +371,40 @@ fn online<'r>(runtimes: &[&'r RuntimeRecord], now: u64) -> Option<&'r RuntimeRec
 
 /// Waits up to `wait` for `inv`'s delivery to end, through the store (its
 /// runtime is on another host): the outcome, or None when time ran out.
-fn wait_in_store(
-    store: &dyn Store,
-    inv: &Invocation,
-    wait: Duration,
-) -> Result<Option<InvocationOutcome>, ControlError> {
-    let deadline = std::time::Instant::now() + wait;
-    let follow = store.follow(Some(&inv.to))?;
+/// A store out of reach meanwhile is read again until the wait's end.
+fn wait_in_store(store: &dyn Store, inv: &Invocation, wait: Duration) -> Option<InvocationOutcome> {
+    let deadline = Instant::now() + wait;
+    // Without a follower (it could not start), the bound below is the
+    // pace of the reads.
+    let follow = store.follow(Some(&inv.to)).ok();
     loop {
-        let now_is = store
-            .invocation(&inv.id)?
-            .ok_or_else(|| ControlError::UnknownInvocation(inv.id.clone()))?;
-        if matches!(
-            now_is.status,
-            InvocationStatus::Delivered | InvocationStatus::Failed
-        ) {
-            return Ok(Some(InvocationOutcome {
-                id: now_is.id,
-                status: now_is.status.to_string(),
-                reason: now_is.reason,
-            }));
+        // A read that fails (the store out of reach) is tried again.
+        if let Ok(Some(now_is)) = store.invocation(&inv.id) {
+            if matches!(
+                now_is.status,
+                InvocationStatus::Delivered | InvocationStatus::Failed
+            ) {
+                return Some(InvocationOutcome {
+                    id: now_is.id,
+                    status: now_is.status.to_string(),
+                    reason: now_is.reason,
+                });
+            }
         }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Ok(None);
+            return None;
         }
-        // Woken by a change to the recipient's messages; the bound only
-        // covers a notification lost while the link was down.
-        follow.wait(left.min(Duration::from_secs(2)));
+        // Woken by a change to the recipient's messages, and when the
+        // follower reconnects; the bound only covers a notification lost
+        // while the link was down.
+        let at_most = left.min(Duration::from_secs(2));
+        match &follow {
+            Some(follow) => {
+                follow.wait(at_most);
+            }
+            None => std::thread::sleep(at_most.min(REREAD_PAUSE)),
+        }
     }
 }
 
@@ -454,6 +619,51 @@ mod tests {
         Named {
             id: Id::message(id).unwrap(),
             from: Id::agent(from).unwrap(),
+        }
+    }
+
+    /// An insert whose answer was lost is looked up: found, it is the
+    /// message (stored after all); not there, the insert's error stands
+    /// (not stored), never a guess.
+    #[test]
+    fn an_insert_whose_answer_was_lost_is_found_or_said_not_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open_in(dir.path()).unwrap();
+        let now = store.now();
+        let new = NewInvocation {
+            from: "alice",
+            to: "bob",
+            body: "hello?",
+            status: InvocationStatus::Pending,
+            reason: None,
+            now,
+        };
+        let stored = store.insert_invocation(&new).unwrap();
+        let lost = || StoreError::Unreachable {
+            url: "postgres://u@db/ac".into(),
+            detail: "connection closed".into(),
+        };
+        let found = stored_after_all(&store, &new, lost()).unwrap();
+        assert_eq!(found.id, stored.id);
+        for other in [
+            NewInvocation {
+                body: "hello again?",
+                ..new
+            },
+            NewInvocation {
+                now: now + 1,
+                ..new
+            },
+            NewInvocation {
+                from: "carol",
+                ..new
+            },
+        ] {
+            match stored_after_all(&store, &other, lost()) {
+                Err(ControlError::Store(StoreError::Unreachable { .. })) => {}
+                Err(e) => panic!("{e}"),
+                Ok(inv) => panic!("found {inv:?}"),
+            }
         }
     }
 

@@ -91,6 +91,14 @@ pub enum ControlError {
     Offline(String),
     #[error("{0}")]
     Body(String),
+    /// The store stopped answering while it stored a message, and could
+    /// not be read back: it may hold the message or not.
+    #[error("the store stopped answering while it stored the message ({detail}): it may be stored; before sending it again, look with: agent-comms message list --from {from} --to {to}")]
+    PerhapsStored {
+        from: String,
+        to: String,
+        detail: String,
+    },
     #[error(transparent)]
     Takeover(#[from] crate::takeover::TakeoverError),
     #[error("--allow-agent-comms: {0}; drop the flag, or pick an adapter that has one with --provider (agent-comms adapters show NAME)")]

@@ -266,12 +266,16 @@ impl Server {
             let host = host_id().map_err(control)?;
             let sent = messages::send(store.as_ref(), &host, &me, &to, &args.text, wait, None)
                 .map_err(control)?;
-            let inv = store
-                .invocation(&sent.invocation.id)
-                .map_err(|e| control(e.into()))?
-                .unwrap_or(sent.invocation);
-            let entry = MessageEntry::new(&inv);
-            let text = format!("{} to {}: {}", entry.id, entry.to, entry.status);
+            // `send` read it again after the wait; stored, it is never an
+            // error (resending a stored message delivers it twice).
+            let entry = MessageEntry::new(&sent.invocation);
+            let mut text = format!("{} to {}: {}", entry.id, entry.to, entry.status);
+            if let Some(why) = &sent.unknown {
+                text.push_str(&format!(
+                    "; stored, outcome not known yet: the store did not answer at the end of the wait ({}); do not send it again",
+                    one_line(why)
+                ));
+            }
             Ok(Reply::new(entry, text))
         })
         .await

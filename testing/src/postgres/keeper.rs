@@ -1,8 +1,9 @@
 //! The keeper thread: the one thread that spawns the postmaster, and lives
 //! as long as the process, so that the postmaster's death signal (sent when
 //! the spawning *thread* ends) comes only when the test process ends.
-//! Starts and restarts are requests to it over a channel; it answers once
-//! the postmaster accepts connections, or with why it does not.
+//! Starts, restarts and stops are requests to it over a channel; it answers
+//! a start once the postmaster accepts connections, or with why it does
+//! not, and a stop once the postmaster has exited.
 
 use std::fs::{self, File};
 use std::io;
@@ -38,15 +39,20 @@ impl StartError {
     }
 }
 
-/// A (re)start of the postmaster on `port`, answered with its pid.
-struct Start {
-    port: u16,
-    reply: Sender<Result<u32, StartError>>,
+/// What the keeper is asked to do.
+enum Request {
+    /// A (re)start of the postmaster on `port`, answered with its pid.
+    Start {
+        port: u16,
+        reply: Sender<Result<u32, StartError>>,
+    },
+    /// A fast shutdown, answered once the postmaster has exited.
+    Stop { reply: Sender<()> },
 }
 
 /// The handle to the keeper thread.
 pub(super) struct Keeper {
-    requests: Sender<Start>,
+    requests: Sender<Request>,
 }
 
 /// What the keeper needs to start the postmaster.
@@ -80,16 +86,35 @@ impl Keeper {
         let (reply, answer) = channel();
         let gone = || StartError::Failed("the postgres keeper thread is gone".into());
         self.requests
-            .send(Start { port, reply })
+            .send(Request::Start { port, reply })
             .map_err(|_| gone())?;
         answer.recv().map_err(|_| gone())?
     }
+
+    /// Stops the postmaster (a fast shutdown) and returns once it exited;
+    /// [`Keeper::start`] starts it again.
+    pub(super) fn stop(&self) -> Result<(), String> {
+        let (reply, answer) = channel();
+        let gone = || "the postgres keeper thread is gone".to_owned();
+        self.requests
+            .send(Request::Stop { reply })
+            .map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())
+    }
 }
 
-fn keep(cluster: Cluster, incoming: Receiver<Start>) {
+fn keep(cluster: Cluster, incoming: Receiver<Request>) {
     let mut running: Option<Child> = None;
-    for Start { port, reply } in incoming {
-        let _ = reply.send(cluster.start(port, &mut running));
+    for request in incoming {
+        match request {
+            Request::Start { port, reply } => {
+                let _ = reply.send(cluster.start(port, &mut running));
+            }
+            Request::Stop { reply } => {
+                stop(&mut running);
+                let _ = reply.send(());
+            }
+        }
     }
     stop(&mut running);
 }

@@ -181,7 +181,8 @@ impl Server {
         self.port
     }
 
-    /// The postmaster's pid (a new one after [`Server::restart`]).
+    /// The postmaster's pid (a new one after [`Server::restart`]; 0 while
+    /// stopped).
     pub fn pid(&self) -> u32 {
         self.pid.load(Ordering::SeqCst)
     }
@@ -199,6 +200,22 @@ impl Server {
         let pid = self.keeper.start(self.port).map_err(StartError::message)?;
         self.pid.store(pid, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Stops the postmaster (a fast shutdown: open connections are ended)
+    /// and returns once it has exited: "the database went away". Nothing
+    /// listens on the port until [`Server::start_again`]; the stop-at-exit
+    /// handler then finds nothing left to stop.
+    pub fn stop(&self) -> Result<(), String> {
+        self.keeper.stop()?;
+        self.pid.store(0, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Starts a stopped postmaster again on the same port and data,
+    /// returning once it accepts connections: "the database came back".
+    pub fn start_again(&self) -> Result<(), String> {
+        self.restart()
     }
 
     /// Runs each statement in turn as the superuser (each in a transaction
@@ -267,7 +284,11 @@ impl Database {
 /// Stops the server and removes its directory when the test process exits.
 extern "C" fn stop_at_exit() {
     if let Some(Ok(server)) = SERVER.get() {
-        keeper::stop_pid(server.pid());
+        // 0 after a [`Server::stop`]: nothing runs (and kill(0) would
+        // signal our own process group).
+        if server.pid() != 0 {
+            keeper::stop_pid(server.pid());
+        }
         let _ = std::fs::remove_dir_all(&server.base);
     }
 }
