@@ -3,10 +3,18 @@
 //! The socket root is canonical per user (`/tmp/agent-comms-<euid>/`) and is
 //! deliberately *not* derived from `TMPDIR` or `XDG_RUNTIME_DIR`: two shells of
 //! the same user with different environments must still find each other's
-//! sessions. Because every session socket lives there, the root is checked
-//! before use: a root that is a symlink, belongs to someone else, or is open to
-//! the group or the world could let another user impersonate or spy on a
-//! session, so it is refused rather than repaired silently.
+//! sessions, and `XDG_RUNTIME_DIR` (`/run/user/<uid>`) is removed by
+//! systemd-logind at the user's last logout, taking with it the sockets of
+//! the agents they left running. Because every session socket lives there,
+//! the root is checked before use: a root that is a symlink of the user's,
+//! or open to the group or the world, is refused with a repair the user can
+//! run.
+//!
+//! `/tmp` is shared, so another user can take the path first. A squatted
+//! root (another user's directory or symlink) is not fought over: the user
+//! gets a private directory of their own beside it (`/tmp/agent-comms-<euid>-
+//! <random>`, made 0700 by an atomic `mkdir`), recorded in their home
+//! (`runtime-dir`), so that every later command finds the same one.
 //!
 //! On Windows the root is `%LOCALAPPDATA%\agent-comms\run` and the
 //! endpoints are named pipes; what differs is in `os/` and `socket/`.
@@ -31,7 +39,7 @@ pub enum PathError {
         "runtime directory {path} is a symlink; remove it (rm {path}) and run the command again"
     )]
     Symlink { path: String },
-    #[error("runtime directory {path} belongs to uid {owner}, not to you (uid {me}); remove it or set {RUNTIME_DIR_ENV} to a directory of your own")]
+    #[error("runtime directory {path} belongs to uid {owner}, not to you (uid {me}); set {RUNTIME_DIR_ENV} to a directory of your own, or unset it")]
     ForeignOwner { path: String, owner: u32, me: u32 },
     #[error(
         "runtime directory {path} is open to other users (mode {mode:o}); run: chmod 700 {path}"
@@ -44,13 +52,73 @@ pub enum PathError {
 }
 
 /// The socket root in effect: `AGENT_COMMS_RUNTIME_DIR`, else
-/// `/tmp/agent-comms-<euid>` (Windows: `%LOCALAPPDATA%\agent-comms\run`).
+/// `/tmp/agent-comms-<euid>` (Windows: `%LOCALAPPDATA%\agent-comms\run`),
+/// else, when another user took that path, the user's own beside it.
 pub fn runtime_root() -> PathBuf {
     match std::env::var_os(RUNTIME_DIR_ENV) {
         Some(dir) if !dir.is_empty() => normalized(Path::new(&dir)),
-        _ => crate::os::default_runtime_root(),
+        _ => unsquatted(crate::os::default_runtime_root(), &user_home(), my_uid()),
     }
 }
+
+#[cfg(unix)]
+fn my_uid() -> u32 {
+    euid()
+}
+
+#[cfg(not(unix))]
+fn my_uid() -> u32 {
+    0
+}
+
+/// `canonical`, unless a user other than `me` owns what is there: then
+/// the private directory recorded in `home`, or a new one.
+#[cfg(unix)]
+fn unsquatted(canonical: PathBuf, home: &Path, me: u32) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let squatted = fs::symlink_metadata(&canonical).is_ok_and(|m| m.uid() != me);
+    if !squatted {
+        return canonical;
+    }
+    let pointer = home.join(RUNTIME_DIR_POINTER);
+    if let Ok(recorded) = fs::read_to_string(&pointer) {
+        let recorded = PathBuf::from(recorded.trim_end());
+        if verify_private_dir(&recorded).is_ok() {
+            return recorded;
+        }
+    }
+    for _ in 0..16 {
+        let mut random = [0u8; 8];
+        if getrandom::fill(&mut random).is_err() {
+            break;
+        }
+        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let own = PathBuf::from(format!("{}-{suffix}", canonical.display()));
+        // An atomic mkdir: a name someone else made first is not taken.
+        if crate::os::create_private_dir(&own).is_ok() && verify_private_dir(&own).is_ok() {
+            let recorded = fs::create_dir_all(home)
+                .and_then(|()| fs::write(&pointer, format!("{}\n", own.display())));
+            if let Err(e) = recorded {
+                tracing::warn!(
+                    "cannot record the runtime directory in {}: {e}",
+                    pointer.display()
+                );
+            }
+            return own;
+        }
+    }
+    // Nothing better: the check on use says what is wrong.
+    canonical
+}
+
+#[cfg(not(unix))]
+fn unsquatted(canonical: PathBuf, _home: &Path, _me: u32) -> PathBuf {
+    canonical
+}
+
+/// The file in the user's home naming their own runtime directory when the
+/// canonical one was squatted.
+pub const RUNTIME_DIR_POINTER: &str = "runtime-dir";
 
 /// `path` without trailing separators or `.` components. They matter: the
 /// kernel resolves `link/` (or `link/.`) to the directory `link` points
@@ -195,6 +263,35 @@ fn discover(cwd: &Path, owner: impl Fn(&Path) -> Option<Owner>) -> Discovery {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_squatted_root_gives_way_to_a_private_one_every_command_finds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let canonical = tmp.path().join("agent-comms-7");
+        let home = tmp.path().join("home");
+        // Free, or the user's own: the canonical path.
+        assert_eq!(unsquatted(canonical.clone(), &home, euid()), canonical);
+        fs::create_dir(&canonical).unwrap();
+        assert_eq!(unsquatted(canonical.clone(), &home, euid()), canonical);
+        // Taken by "another user" (here: the test's uid is not `me`).
+        let other = euid().wrapping_add(1);
+        let own = unsquatted(canonical.clone(), &home, other);
+        assert_ne!(own, canonical);
+        let name = own.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("agent-comms-7-"), "{name}");
+        verify_private_dir(&own).unwrap();
+        assert_eq!(
+            fs::metadata(&own).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // The next command finds the same one.
+        assert_eq!(unsquatted(canonical.clone(), &home, other), own);
+        // A recorded directory that is no longer private is not used.
+        fs::set_permissions(&own, fs::Permissions::from_mode(0o755)).unwrap();
+        let again = unsquatted(canonical.clone(), &home, other);
+        assert_ne!(again, own);
+        verify_private_dir(&again).unwrap();
+    }
 
     #[test]
     fn refuses_permissive_and_symlinked_roots() {
