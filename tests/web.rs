@@ -494,3 +494,53 @@ fn the_page_in_chromium_shows_the_session_prompts_and_answers_a_permission() {
     let log = env.run_ok(&["acp", "log", "w4"]).stdout;
     assert!(log.contains("permission: allow"), "{log}");
 }
+
+/// Issue 32, finding 4: half-open HTTP requests without a token held the
+/// web server's descriptors for as long as they liked, and pages had no
+/// bound. Now it holds 64 connections, each gets 10 s for its headers, and
+/// 16 pages attach at most.
+#[test]
+fn the_web_server_bounds_what_anyone_who_reaches_it_can_hold() {
+    let env = TestEnv::new();
+    let started = serve(&env, "w1", "normal", &["--listen", "127.0.0.1:0"]);
+    let web = &started["web"];
+    let listen = web["listen"].as_str().unwrap().to_owned();
+    let url = web["url"].as_str().unwrap();
+    let token = url.split("token=").nth(1).unwrap().to_owned();
+    let half_open = || {
+        let mut stream = TcpStream::connect(&listen).unwrap();
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        write!(stream, "GET / HTTP/1.1\r\nHost: {listen}\r\n").unwrap();
+        stream
+    };
+    let held: Vec<TcpStream> = (0..64).map(|_| half_open()).collect();
+    // One more is closed at once: read gives its end, not a timeout.
+    let mut over = half_open();
+    let mut rest = Vec::new();
+    let at_once = std::time::Instant::now();
+    let _ = over.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert!(at_once.elapsed() < Duration::from_secs(5));
+    // The held ones are let go once their headers are late.
+    let started_at = std::time::Instant::now();
+    for mut stream in held {
+        let mut rest = Vec::new();
+        stream
+            .read_to_end(&mut rest)
+            .expect("closed, not a timeout");
+    }
+    assert!(started_at.elapsed() < Duration::from_secs(10) + TIMEOUT);
+    assert_eq!(get(&listen, &format!("/?token={token}")).0, 200);
+
+    // Pages: 16 at once, the 17th is told.
+    let rt = runtime();
+    let own = origin_of(url);
+    let pages: Vec<Socket> = (0..16)
+        .map(|_| rt.block_on(open(&listen, &token, Some(&own))).unwrap())
+        .collect();
+    let (status, body) = refused_with(rt.block_on(open(&listen, &token, Some(&own))));
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("16 pages are attached"), "{body}");
+    drop(pages);
+    env.run_ok(&["session", "kill", "w1"]);
+}

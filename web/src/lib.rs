@@ -15,7 +15,8 @@
 //!
 //! Who may use it is decided by a token in the URL and, for the WebSocket,
 //! by the `Origin` header ([`auth`], [`tokens`]); where it may listen by
-//! [`address`]. It depends on no other crate of the workspace: the command
+//! [`address`]. What anyone who can reach the port can make it hold is
+//! bounded ([`connections`]). It depends on no other crate of the workspace: the command
 //! line finds the bridge and says when the runtime has ended. Unix only,
 //! as the bridge socket is.
 
@@ -23,6 +24,7 @@
 
 pub mod address;
 pub mod auth;
+pub mod connections;
 mod page;
 pub mod relay;
 mod routes;
@@ -108,7 +110,7 @@ pub fn serve(
         let mut term = signal(SignalKind::terminate()).map_err(WebError::Serve)?;
         let mut int = signal(SignalKind::interrupt()).map_err(WebError::Serve)?;
         tokio::select! {
-            served = axum::serve(listener, app) => served.map_err(WebError::Serve),
+            served = connections::serve(listener, app) => served.map_err(WebError::Serve),
             _ = over => Ok(()),
             _ = term.recv() => Ok(()),
             _ = int.recv() => Ok(()),

@@ -89,7 +89,9 @@ pub async fn connect(path: &Path, owner: u32) -> io::Result<UnixStream> {
     Ok(stream)
 }
 
-fn line(message: &str) -> String {
+/// One message from the page as one line to the bridge: its own line
+/// breaks become spaces (fuzzed with the bridge's framing: `web_frames`).
+pub fn line(message: &str) -> String {
     let mut one = message.replace(['\n', '\r'], " ");
     one.push('\n');
     one

@@ -7,17 +7,22 @@ use std::sync::Arc;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::Query;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
+use tokio::sync::Semaphore;
 
 use crate::tokens::Tokens;
 use crate::{auth, page, relay, Config};
 
 /// The largest message a page may send (a prompt with a pasted file).
 const MAX_MESSAGE: usize = 8 << 20;
+/// Pages attached at once: each is a connection to the bridge, under the
+/// owner's uid, so the bridge's per-uid bound (32) leaves the owner's own
+/// clients room whatever a token holder opens.
+pub const MAX_WEBSOCKETS: usize = 16;
 
 #[derive(Clone)]
 pub struct State(Arc<Inner>);
@@ -27,6 +32,7 @@ struct Inner {
     bridge: PathBuf,
     owner: u32,
     local: SocketAddr,
+    websockets: Arc<Semaphore>,
 }
 
 impl State {
@@ -36,6 +42,7 @@ impl State {
             bridge: config.bridge,
             owner: config.bridge_owner,
             local,
+            websockets: Arc::new(Semaphore::new(MAX_WEBSOCKETS)),
         }))
     }
 }
@@ -79,11 +86,18 @@ async fn acp(
     if let Err(refusal) = auth::origin(&headers, state.0.local) {
         return refusal.into_response();
     }
+    let Ok(place) = state.0.websockets.clone().try_acquire_owned() else {
+        let why = format!(
+            "{MAX_WEBSOCKETS} pages are attached, the most this server takes; close one and reload"
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    };
     match upgrade {
         Ok(ws) => ws
             .max_message_size(MAX_MESSAGE)
             .on_upgrade(move |socket| async move {
-                relay::run(socket, &state.0.bridge, state.0.owner, role).await
+                relay::run(socket, &state.0.bridge, state.0.owner, role).await;
+                drop(place);
             }),
         Err(rejection) => rejection.into_response(),
     }
