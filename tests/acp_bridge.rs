@@ -9,7 +9,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::acp::{assert_noted, deliver, messages, notes, show, transcript, Served};
-use support::acp_client::{position, shown_positions, AcpClient};
+use support::acp_client::{is_response, position, shown_positions, AcpClient};
 use support::env::TestEnv;
 use support::fakes::fake_events;
 use support::wait_until;
@@ -645,4 +645,342 @@ fn a_client_that_reads_nothing_is_dropped_while_still_connected() {
         .filter(|t| t.starts_with("chunk "))
         .count() as u64;
     assert_eq!(got, chunks);
+}
+
+/// Issue 32, finding 2: an observer's refused calls flooded the live
+/// stream every controller reads (a note each), and controllers reading at
+/// an editor's pace were dropped. Now each costs a counter, one note a
+/// minute says how many, and a connection that keeps asking is let go.
+#[test]
+fn an_observers_refused_calls_cost_a_counter_not_the_shared_stream() {
+    let limit = agent_comms_core::acp::bridge::bounds::MAX_REFUSED_PER_CONNECTION;
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let mut o = AcpClient::attach(&env, "o", &["rt", "--read-only"]);
+    let session = a.join();
+    o.join();
+    let before = transcript(&env, "rt").len();
+    // Short of the bound, the observer is only refused.
+    for _ in 0..limit - 2 {
+        o.notify("session/cancel", json!({"sessionId": session}));
+    }
+    let id = o.request("session/prompt", prompt_params(&session, "from o"));
+    assert_eq!(error_code(&o.response(&id)), Some(-32001));
+    let entries = transcript(&env, "rt");
+    let refusals: Vec<String> = notes(&entries)
+        .into_iter()
+        .filter(|n| n.starts_with("refused"))
+        .collect();
+    assert_eq!(
+        refusals.len(),
+        1,
+        "{:?}",
+        &refusals[..refusals.len().min(3)]
+    );
+    assert!(
+        entries.len() - before < 5,
+        "the refusals grew the transcript by {} entries",
+        entries.len() - before
+    );
+    // Past the bound, it goes: a flood costs it its connection. (One
+    // write: `acp attach` ends once the bridge closed its connection.)
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+    let flood = vec![cancel.to_string(); 200].join("\n");
+    o.send_raw(&flood);
+    // (Which of the two is `client-2` is the order they connected in; the
+    // controller's prompt below says it was not the one let go.)
+    wait_until("the observer let go", || {
+        notes(&transcript(&env, "rt")).iter().any(|n| {
+            n.contains(" left: dropped: ")
+                && n.ends_with(&format!("{limit} of its calls were refused"))
+        })
+    });
+    let entries = transcript(&env, "rt");
+    assert!(
+        entries.len() - before < 10,
+        "{} entries",
+        entries.len() - before
+    );
+    // The controller is still there and works.
+    let ended = a.call("session/prompt", prompt_params(&session, "still here"));
+    assert_eq!(ended["stopReason"], "end_turn", "{ended}");
+    assert!(fake_events(&served.log, "cancel").is_empty());
+}
+
+/// Issue 32, findings 3 and 4: refused connections appended a note and a
+/// log line each, unthrottled, and an observer's idle connections held
+/// every descriptor. Now each uid holds at most its share, a refusal is
+/// counted, and the owner's controller works on.
+#[test]
+fn each_uid_holds_a_bounded_share_of_connections_and_refusals_are_counted() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let per_uid = agent_comms_core::acp::bridge::bounds::MAX_PER_UID;
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let bridge = served.started["bridge"].as_str().unwrap().to_owned();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
+    // The owner's controller first; the uid's other places then taken.
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let session = a.join();
+    let held: Vec<BufReader<UnixStream>> = (1..per_uid)
+        .map(|_| {
+            let mut c = BufReader::new(UnixStream::connect(&bridge).unwrap());
+            c.get_ref()
+                .set_read_timeout(Some(support::TIMEOUT))
+                .unwrap();
+            writeln!(c.get_mut(), "{initialize}").unwrap();
+            let mut line = String::new();
+            c.read_line(&mut line).unwrap();
+            assert!(line.contains("\"result\""), "{line}");
+            c
+        })
+        .collect();
+    let before = transcript(&env, "rt").len();
+    for _ in 0..500 {
+        let mut c = BufReader::new(UnixStream::connect(&bridge).unwrap());
+        c.get_ref()
+            .set_read_timeout(Some(support::TIMEOUT))
+            .unwrap();
+        let mut line = String::new();
+        c.read_line(&mut line).unwrap();
+        let error: Value = serde_json::from_str(&line).unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "holds {per_uid} connections to this runtime, the most one uid may"
+            )),
+            "{message}"
+        );
+    }
+    let entries = transcript(&env, "rt");
+    let refusals = notes(&entries)
+        .into_iter()
+        .filter(|n| n.starts_with("refused"))
+        .count();
+    assert_eq!(refusals, 1, "one note for the flood");
+    assert!(
+        entries.len() - before < 5,
+        "{} entries",
+        entries.len() - before
+    );
+    // The owner's controller works on through it.
+    let ended = a.call("session/prompt", prompt_params(&session, "still here"));
+    assert_eq!(ended["stopReason"], "end_turn", "{ended}");
+    drop(held);
+}
+
+/// Issue 32, finding 4: a connection that never sends `initialize` held
+/// its place for good. It is let go after the deadline.
+#[test]
+fn a_connection_that_never_initializes_is_let_go() {
+    use std::io::Read;
+    let env = TestEnv::new();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    let bridge = served.started["bridge"].as_str().unwrap();
+    let mut silent = std::os::unix::net::UnixStream::connect(bridge).unwrap();
+    let deadline = agent_comms_core::acp::bridge::bounds::INITIALIZE_DEADLINE;
+    silent
+        .set_read_timeout(Some(deadline + support::TIMEOUT))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    silent
+        .read_to_end(&mut rest)
+        .expect("closed, not a timeout");
+    assert!(started.elapsed() >= deadline - std::time::Duration::from_millis(500));
+    // It never said anything, so it is counted, not announced.
+    let notes = notes(&transcript(&env, "rt"));
+    assert!(!notes.iter().any(|n| n.contains("attached")), "{notes:?}");
+    assert_noted(&notes, "sent no initialize within 10 s");
+}
+
+/// Issue 32, finding 3: each late join read the whole transcript into
+/// memory (20 joins of a large one: 2.1 GB). Joins now stream it from disk.
+#[test]
+fn joins_stream_a_large_transcript_with_bounded_memory() {
+    let env = TestEnv::new();
+    // A long-lived runtime's transcript: 60 MB of past entries.
+    use std::os::unix::fs::PermissionsExt;
+    let state = env.project.join(".agent-comms");
+    let dir = state.join("acp");
+    std::fs::create_dir_all(&dir).unwrap();
+    for private in [&state, &dir] {
+        std::fs::set_permissions(private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let mut past = String::new();
+    let filler = "x".repeat(1000);
+    for seq in 0..60_000 {
+        past.push_str(
+            &json!({"seq": seq, "ts": "2026-01-01T00:00:00Z", "dir": "note", "text": filler})
+                .to_string(),
+        );
+        past.push('\n');
+    }
+    let path = dir.join("rt.jsonl");
+    std::fs::write(&path, past).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let served = Served::start(&env, "rt", "normal", &[], &[]);
+    assert!(
+        transcript(&env, "rt").len() > 60_000,
+        "the runtime goes on from the past"
+    );
+    let mut clients: Vec<AcpClient> = (0..10)
+        .map(|i| AcpClient::attach(&env, &format!("c{i}"), &["rt"]))
+        .collect();
+    let loads: Vec<Value> = clients
+        .iter_mut()
+        .map(|c| {
+            c.call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            );
+            c.request(
+                "session/load",
+                json!({"sessionId": served.session_id(), "cwd": "/", "mcpServers": []}),
+            )
+        })
+        .collect();
+    for (c, id) in clients.iter_mut().zip(&loads) {
+        let loaded = c.response(id);
+        assert!(loaded.get("result").is_some(), "{loaded}");
+    }
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", served.supervisor_pid())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        peak_kb < 100 * 1024,
+        "10 joins of a 60 MB transcript peaked at {} MB",
+        peak_kb / 1024
+    );
+}
+
+/// Issue 32, finding 8: observers opened sessions without limit, ended the
+/// owner's run by leaving, and answered permission requests after
+/// narrowing themselves.
+#[test]
+fn an_observer_opens_no_session_and_its_leaving_ends_no_run() {
+    let env = TestEnv::new();
+    let policy = env.base().join("p.toml");
+    std::fs::write(
+        &policy,
+        "[clients]\nnew_session = \"fresh\"\n[end]\nwhen = \"last-client-left\"\n",
+    )
+    .unwrap();
+    let policy = policy.display().to_string();
+    let _served = Served::start(&env, "rt", "normal", &[], &["--policy", &policy]);
+    let mut o = AcpClient::attach(&env, "o", &["rt", "--read-only"]);
+    o.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let id = o.request("session/new", json!({"cwd": "/", "mcpServers": []}));
+    let refused = o.response(&id);
+    assert_eq!(error_code(&refused), Some(-32001), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("it cannot open a session"),
+        "{refused}"
+    );
+    assert!(o.close().success());
+    wait_until("the observer's leaving noted", || {
+        notes(&transcript(&env, "rt"))
+            .iter()
+            .any(|n| n.starts_with("client-1 left"))
+    });
+    // The observer came and went; the run goes on until a controller's
+    // leaving ends it.
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    a.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(show(&env, "rt")["status"], "ONLINE");
+    a.call("session/new", json!({"cwd": "/", "mcpServers": []}));
+    assert!(a.close().success());
+    wait_until("the runtime to end", || {
+        show(&env, "rt")["status"] == "OFFLINE"
+    });
+}
+
+#[test]
+fn a_seat_that_narrowed_itself_to_observer_answers_no_permission_request() {
+    let env = TestEnv::new();
+    let policy = ask_policy(&env, "");
+    let served = Served::start(&env, "rt", "permission", &[], &["--policy", &policy]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let mut b = AcpClient::attach(&env, "b", &["rt"]);
+    let session = a.join();
+    b.join();
+    let asked = a.request("session/prompt", prompt_params(&session, "edit the notes"));
+    let is_ask = |m: &Value| m["method"] == "session/request_permission";
+    let to_a = a.wait_for("the permission request", is_ask);
+    let to_b = b.wait_for("the permission request", is_ask);
+    b.notify("_agent_comms/observe", json!({}));
+    wait_until("b to observe", || {
+        show(&env, "rt")["acp"]["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["role"] == "observer")
+    });
+    b.respond(
+        &to_b["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
+    );
+    wait_until("the narrowed answer noted", || {
+        notes(&transcript(&env, "rt"))
+            .iter()
+            .any(|n| n.contains("after it stopped controlling: ignored"))
+    });
+    a.respond(
+        &to_a["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
+    );
+    assert_eq!(a.response(&asked)["result"]["stopReason"], "end_turn");
+    let answers = fake_events(&served.log, "answer");
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        answers[0]["answer"]["result"]["outcome"]["optionId"],
+        "reject"
+    );
+}
+
+/// Issue 32, finding 5: with 1,500 chunks in one turn, hundreds of updates
+/// (the last chunk among them) reached the prompting client after its
+/// `session/prompt` response. An editor closes the turn on the response.
+#[test]
+fn a_turns_updates_all_come_before_its_prompt_response() {
+    let chunks = 1500;
+    let env = TestEnv::new();
+    let _served = Served::start(&env, "rt", "normal", &[], &[]);
+    let mut a = AcpClient::attach(&env, "a", &["rt"]);
+    let session = a.join();
+    let mut from = 0;
+    for turn in 0..3 {
+        let asked = a.request(
+            "session/prompt",
+            prompt_params(&session, &format!("stream CHUNKS={chunks} turn {turn}")),
+        );
+        let ended = a.response(&asked);
+        assert_eq!(ended["result"]["stopReason"], "end_turn", "{ended}");
+        let last = format!("chunk {} ", chunks - 1);
+        let at = a.seen.iter().position(|m| is_response(m, &asked)).unwrap();
+        let before = &a.seen[from..at];
+        assert!(
+            before.iter().any(|m| is_update_with(m, &last)),
+            "turn {turn}: the last chunk came after the response ({} updates before it)",
+            before.len()
+        );
+        from = at + 1;
+    }
 }

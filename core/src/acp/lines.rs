@@ -41,7 +41,7 @@ pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     tap: Arc<Tap>,
 ) -> impl Stream<Item = io::Result<String>> + Send + 'static {
     let dropped = tap.clone();
-    bounded(output, move |len| {
+    bounded(output, MAX_LINE, None, move |len| {
         dropped.note(format!(
             "dropped a line of {len} bytes or more from the agent: over the {MAX_LINE}-byte limit"
         ))
@@ -53,24 +53,31 @@ pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     })
 }
 
-/// The non-blank lines of `input`, each at most [`MAX_LINE`]: a longer one
-/// is dropped (`too_long` is told its length) and the next one read.
-pub(super) fn bounded<R: AsyncRead + Unpin + Send + 'static>(
+/// The non-blank lines of `input`, each at most `max` bytes: a longer one
+/// is dropped (`too_long` is told its length) and the next one read. With
+/// a `deadline`, a line begun must end within it, or the stream fails
+/// (a peer that trickles a line holds no memory for long).
+pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(
     input: R,
+    max: usize,
+    deadline: Option<Duration>,
     too_long: impl Fn(usize) + Send + 'static,
 ) -> impl Stream<Item = io::Result<String>> + Send + 'static {
     let reader = BufReader::with_capacity(64 * 1024, input);
-    futures::stream::unfold((reader, too_long), |(mut reader, too_long)| async move {
-        loop {
-            match next_line(&mut reader).await {
-                Ok(Line::Eof) => return None,
-                Ok(Line::Text(line)) if line.trim().is_empty() => continue,
-                Ok(Line::Text(line)) => return Some((Ok(line), (reader, too_long))),
-                Ok(Line::TooLong(len)) => too_long(len),
-                Err(e) => return Some((Err(e), (reader, too_long))),
+    futures::stream::unfold(
+        (reader, too_long),
+        move |(mut reader, too_long)| async move {
+            loop {
+                match next_line(&mut reader, max, deadline).await {
+                    Ok(Line::Eof) => return None,
+                    Ok(Line::Text(line)) if line.trim().is_empty() => continue,
+                    Ok(Line::Text(line)) => return Some((Ok(line), (reader, too_long))),
+                    Ok(Line::TooLong(len)) => too_long(len),
+                    Err(e) => return Some((Err(e), (reader, too_long))),
+                }
             }
-        }
-    })
+        },
+    )
 }
 
 enum Line {
@@ -80,12 +87,31 @@ enum Line {
     Eof,
 }
 
-/// One line, read without holding more than [`MAX_LINE`] of it.
-async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Result<Line> {
+/// One line, read without holding more than `max` of it, and within
+/// `deadline` of its first byte.
+async fn next_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    max: usize,
+    deadline: Option<Duration>,
+) -> io::Result<Line> {
     let mut line = Vec::new();
     let mut dropped = 0usize;
+    let mut ends_by = None;
     loop {
-        let buf = reader.fill_buf().await?;
+        let buf = match ends_by {
+            Some(at) => tokio::time::timeout_at(at, reader.fill_buf())
+                .await
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "a line took over {:?} to arrive",
+                            deadline.unwrap_or_default()
+                        ),
+                    )
+                })??,
+            None => reader.fill_buf().await?,
+        };
         if buf.is_empty() {
             return Ok(match (line.is_empty(), dropped) {
                 (true, 0) => Line::Eof,
@@ -98,7 +124,10 @@ async fn next_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> io::Resul
             None => (buf, buf.len()),
         };
         let ends = done > chunk.len();
-        if dropped == 0 && line.len() + chunk.len() <= MAX_LINE {
+        if ends_by.is_none() && !buf.is_empty() {
+            ends_by = deadline.map(|d| tokio::time::Instant::now() + d);
+        }
+        if dropped == 0 && line.len() + chunk.len() <= max {
             line.extend_from_slice(chunk);
         } else {
             dropped += line.len() + chunk.len();
@@ -155,7 +184,7 @@ mod tests {
         let mut reader = BufReader::with_capacity(8, input);
         let mut out = Vec::new();
         loop {
-            match next_line(&mut reader).await.unwrap() {
+            match next_line(&mut reader, MAX_LINE, None).await.unwrap() {
                 Line::Eof => return out,
                 Line::Text(t) => out.push(t),
                 Line::TooLong(n) => out.push(format!("<{n}>")),
@@ -179,5 +208,31 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got[0].starts_with('<'), "{}", &got[0][..10]);
         assert_eq!(got[1], "{}");
+    }
+
+    #[tokio::test]
+    async fn a_line_begun_and_not_ended_fails_at_its_deadline() {
+        let (mut peer, ours) = tokio::io::duplex(64);
+        let mut reader = BufReader::new(ours);
+        let deadline = Some(Duration::from_millis(300));
+        peer.write_all(b"{}\n").await.unwrap();
+        // A whole line, and then a quiet peer, is no fault: no deadline
+        // runs before a line's first byte.
+        assert!(matches!(
+            next_line(&mut reader, MAX_LINE, deadline).await.unwrap(),
+            Line::Text(t) if t == "{}"
+        ));
+        let quiet = tokio::time::timeout(
+            Duration::from_millis(900),
+            next_line(&mut reader, MAX_LINE, deadline),
+        );
+        assert!(quiet.await.is_err(), "waited for a line that never began");
+        peer.write_all(b"{\"half").await.unwrap();
+        let e = match next_line(&mut reader, MAX_LINE, deadline).await {
+            Err(e) => e,
+            Ok(_) => panic!("a trickled line must fail"),
+        };
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(e.to_string(), "a line took over 300ms to arrive");
     }
 }

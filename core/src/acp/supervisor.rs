@@ -237,7 +237,7 @@ impl AcpSupervisor {
         let mut ended_turns = turns.watch_ended();
         let mut attached = self.bridge.attached();
         // Idle since the start or the last turn's end; alone since the
-        // start or the last client's leaving.
+        // start or the last controller's leaving (observers do not count).
         let mut idle_since = tokio::time::Instant::now();
         let mut alone_since = Some(idle_since);
         let mut connections = tokio::task::JoinSet::new();
@@ -279,7 +279,7 @@ impl AcpSupervisor {
                 }
                 changed = attached.changed() => {
                     let now = *attached.borrow_and_update();
-                    if changed.is_err() || now.clients > 0 {
+                    if changed.is_err() || now.controllers > 0 {
                         alone_since = None;
                     } else if alone_since.is_none() {
                         alone_since = Some(tokio::time::Instant::now());

@@ -103,6 +103,14 @@ impl Tap {
         self.append(Direction::Note, None, Some(text.into()));
     }
 
+    /// The sequence number the next entry gets.
+    pub fn next_seq(&self) -> u64 {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_seq
+    }
+
     /// The sequence number the next entry gets, and the live stream from
     /// it on: entries before it are in the file.
     pub fn follow(&self) -> (u64, broadcast::Receiver<Arc<Entry>>) {
@@ -136,7 +144,16 @@ impl Tap {
 }
 
 /// The transcripts' directory: made the user's alone, or checked to be.
+/// The project's state directory above it is made too when missing: with
+/// a PostgreSQL store nothing else makes it (finding 8 of issue 32:
+/// `acp-serve` on a fresh project could not keep its transcript).
 fn private_dir(dir: &Path) -> io::Result<()> {
+    if let Some(state) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        match crate::os::create_private_dir(state) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
     match crate::os::create_private_dir(dir) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             let meta = std::fs::symlink_metadata(dir)?;
@@ -167,14 +184,27 @@ fn append_private(path: &Path) -> io::Result<File> {
 /// Every whole entry of the transcript at `path`, oldest first; a last line
 /// cut short by a crash is left out.
 pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
+    entries(path)?.collect()
+}
+
+/// The file's whole entries in order, read as they are taken: memory for
+/// one line at a time, whatever the transcript's size (a client joining a
+/// runtime that ran for a month is shown it without loading it).
+pub fn entries(path: &Path) -> io::Result<impl Iterator<Item = io::Result<Entry>>> {
+    Ok(sized_entries(path)?.map(|entry| entry.map(|(entry, _)| entry)))
+}
+
+/// [`entries`], each with the length of its line in the file.
+pub fn sized_entries(path: &Path) -> io::Result<impl Iterator<Item = io::Result<(Entry, usize)>>> {
     let file = File::open(path)?;
-    let mut entries = Vec::new();
-    for line in BufReader::new(file).split(b'\n') {
-        if let Ok(entry) = serde_json::from_slice::<Entry>(&line?) {
-            entries.push(entry);
-        }
-    }
-    Ok(entries)
+    Ok(BufReader::new(file)
+        .split(b'\n')
+        .filter_map(|line| match line {
+            Ok(line) => serde_json::from_slice::<Entry>(&line)
+                .ok()
+                .map(|entry| Ok((entry, line.len() + 1))),
+            Err(e) => Some(Err(e)),
+        }))
 }
 
 /// The sequence number of the file's last whole entry, reading it from
@@ -214,6 +244,22 @@ pub fn last_seq(path: &Path) -> io::Result<Option<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fresh_project_without_a_state_directory_keeps_its_transcript() {
+        use std::os::unix::fs::PermissionsExt;
+        let project = tempfile::tempdir().unwrap();
+        let state = project.path().join(".agent-comms");
+        let path = transcript_path(&state, "rt");
+        let tap = Tap::open(&path, None).expect("the state directory is made");
+        tap.note("kept");
+        assert_eq!(read(&path).unwrap()[0].text.as_deref(), Some("kept"));
+        for dir in [&state, &state.join("acp")] {
+            let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        }
+    }
 
     #[test]
     fn entries_survive_and_numbering_goes_on_across_opens() {

@@ -182,6 +182,13 @@ impl Asks {
         let Some(pending) = state.pending.get(&id) else {
             return; // resolved already: this answer came second
         };
+        if !state.controllers.contains_key(&seat) {
+            // It was asked as a controller, and observes now: a seat that
+            // narrowed itself answers nothing.
+            return self.tap.note(format!(
+                "{who} answered a permission request after it stopped controlling: ignored"
+            ));
+        }
         let chosen = match &result {
             Ok(RequestPermissionResponse {
                 outcome: RequestPermissionOutcome::Selected(selected),

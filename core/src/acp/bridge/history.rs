@@ -11,6 +11,8 @@
 //!
 //! Pure functions over entries: no I/O, so they are tested and fuzzed alone.
 
+use std::borrow::Borrow;
+
 use serde_json::{json, Map, Value};
 
 use crate::acp::transcript::{Direction, Entry};
@@ -95,9 +97,13 @@ pub fn updates(entry: &Entry, session: &str, skip_from: Option<&str>) -> Vec<Val
 }
 
 /// Where a replay starts for `history`: the first position shown, given the
-/// transcript's `entries` and `mark`, the position the live stream starts
-/// at.
-pub fn replay_start(entries: &[Entry], history: History, mark: u64) -> u64 {
+/// transcript's `entries` (read once, in order) and `mark`, the position
+/// the live stream starts at.
+pub fn replay_start<E: Borrow<Entry>>(
+    entries: impl IntoIterator<Item = E>,
+    history: History,
+    mark: u64,
+) -> u64 {
     match history {
         History::Full => 0,
         History::None => mark,
@@ -107,17 +113,20 @@ pub fn replay_start(entries: &[Entry], history: History, mark: u64) -> u64 {
 
 /// The position of the prompt whose response has not come: the running
 /// turn's start.
-fn running_prompt(entries: &[Entry]) -> Option<u64> {
-    let mut running: Option<(u64, &Value)> = None;
+fn running_prompt<E: Borrow<Entry>>(entries: impl IntoIterator<Item = E>) -> Option<u64> {
+    let mut running: Option<(u64, Value)> = None;
     for entry in entries {
+        let entry = entry.borrow();
         let Some(msg) = &entry.msg else { continue };
         match entry.dir {
             Direction::ToAgent if msg.get("method") == Some(&json!("session/prompt")) => {
-                running = msg.get("id").map(|id| (entry.seq, id));
+                running = msg.get("id").map(|id| (entry.seq, id.clone()));
             }
             Direction::FromAgent
                 if msg.get("method").is_none()
-                    && running.is_some_and(|(_, id)| msg.get("id") == Some(id)) =>
+                    && running
+                        .as_ref()
+                        .is_some_and(|(_, id)| msg.get("id") == Some(id)) =>
             {
                 running = None;
             }

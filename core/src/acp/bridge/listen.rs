@@ -5,8 +5,9 @@
 //! check instead: the file mode cannot say "these uids and no others".
 //!
 //! A refused connection is told why in one JSON-RPC error (id null, as for
-//! a request that could not be read) and closed; the refusal is noted in
-//! the transcript.
+//! a request that could not be read) and closed; the refusal is counted
+//! ([`Bridge::refused`]). Each uid holds a bounded number of connections
+//! ([`bounds`](super::bounds)).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -50,9 +51,14 @@ pub fn bind(path: &Path, shared: bool) -> io::Result<Option<Listener>> {
     Ok(Some(listener))
 }
 
-/// Accepts clients until the task is dropped.
+/// Accepts clients until the task is dropped; no faster than refusals are
+/// paid back ([`bounds::REFUSED_PER_SECOND`](super::bounds::REFUSED_PER_SECOND)).
 pub async fn serve(bridge: Arc<Bridge>, mut listener: Listener) {
     loop {
+        let delay = bridge.connections().accept_delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let stream = listener.accept().await;
         tokio::spawn(admit_and_serve(bridge.clone(), stream));
     }
@@ -74,6 +80,10 @@ async fn admit_and_serve(bridge: Arc<Bridge>, mut stream: UnixStream) {
         Ok(role) => role,
         Err(why) => return refuse(&bridge, &mut stream, &why).await,
     };
+    let _held = match bridge.connection_from(credentials.uid) {
+        Ok(ticket) => ticket,
+        Err(why) => return refuse(&bridge, &mut stream, &why).await,
+    };
     let (read, write) = stream.into_split();
     let written = Arc::default();
     let lines = ClientLines {
@@ -90,11 +100,8 @@ async fn admit_and_serve(bridge: Arc<Bridge>, mut stream: UnixStream) {
 }
 
 async fn refuse(bridge: &Bridge, stream: &mut UnixStream, why: &str) {
-    bridge
-        .handle()
-        .tap()
-        .note(format!("refused a client: {why}"));
-    tracing::warn!("the bridge refused a client: {why}");
+    bridge.refused(&format!("a client: {why}"));
+    bridge.connections().refused();
     let error = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

@@ -28,6 +28,7 @@ pub mod access;
 pub mod asks;
 #[cfg(unix)]
 pub mod attach;
+pub mod bounds;
 pub mod ext;
 pub mod history;
 #[cfg_attr(unix, path = "listen.rs")]
@@ -46,6 +47,9 @@ use futures::{Sink, Stream};
 use tokio::sync::watch;
 
 use self::asks::Asks;
+#[cfg(unix)]
+use self::bounds::Connections;
+use self::bounds::Refusals;
 use super::handle::AcpHandle;
 use super::policy::{Clients, Policy};
 use crate::socket::protocol::AttachedClient;
@@ -95,12 +99,14 @@ pub struct ClientLines<I, O> {
 }
 
 /// How many clients are attached, for the end conditions and
-/// `--wait-for-client`.
+/// `--wait-for-client`. The run's life follows its controllers: an
+/// observer neither keeps it going nor ends it by leaving.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Attached {
     pub clients: usize,
+    /// Controllers that joined a session.
     pub controllers: usize,
-    /// Whether any client has attached since the start.
+    /// Whether any controller has joined since the start.
     pub ever: bool,
 }
 
@@ -119,6 +125,12 @@ pub struct Bridge {
     next_seat: AtomicU64,
     attached: watch::Sender<Attached>,
     socket: Mutex<Option<PathBuf>>,
+    /// Held connections by peer uid; only a Unix socket says who a peer is.
+    #[cfg(unix)]
+    connections: Arc<Connections>,
+    refusals: Refusals,
+    /// Joins reading the transcript's past now ([`bounds::CONCURRENT_REPLAYS`]).
+    replays: Arc<tokio::sync::Semaphore>,
 }
 
 /// How a seat is named in the transcript and to other clients.
@@ -149,6 +161,10 @@ impl Bridge {
             next_seat: AtomicU64::new(1),
             attached: watch::channel(Attached::default()).0,
             socket: Mutex::default(),
+            #[cfg(unix)]
+            connections: Connections::new(crate::paths::euid()),
+            refusals: Refusals::default(),
+            replays: Arc::new(tokio::sync::Semaphore::new(bounds::CONCURRENT_REPLAYS)),
         })
     }
 
@@ -160,13 +176,6 @@ impl Bridge {
         O: Sink<String, Error = std::io::Error> + Send + 'static,
     {
         let seat = self.seat_for(&peer, lines.written.clone());
-        self.handle.tap().note(format!(
-            "{} attached ({}, uid {}, via {})",
-            seat.name,
-            peer.role.as_str(),
-            peer.uid,
-            peer.via
-        ));
         let transport = agent_client_protocol::Lines::new(lines.outgoing, lines.incoming);
         let why = seat::serve(self.clone(), seat.clone(), transport).await;
         self.leave(&seat, &why);
@@ -212,6 +221,34 @@ impl Bridge {
         &self.handle
     }
 
+    /// Counts a refused connection or call: a counter, and a transcript
+    /// note (and log line) at most once a minute — a flood of refusals
+    /// must not fill the disk or the live stream controllers read.
+    pub fn refused(&self, why: &str) {
+        if let Some(note) = self.refusals.count(why, std::time::Instant::now()) {
+            tracing::warn!("the bridge {note}");
+            self.handle.tap().note(note);
+        }
+    }
+
+    /// How many connections and calls were refused since the start.
+    pub fn refusals(&self) -> u64 {
+        self.refusals.total()
+    }
+
+    /// A place for one more connection from `uid`, or why not.
+    #[cfg(unix)]
+    pub fn connection_from(&self, uid: u32) -> Result<bounds::Ticket, String> {
+        self.connections.take(uid)
+    }
+
+    /// The connections the socket holds, by uid, and the pace of those it
+    /// refuses.
+    #[cfg(unix)]
+    pub fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
     /// The running session's id (the runtime's own).
     fn session_id(&self) -> SessionId {
         SessionId::new(self.handle.session_id())
@@ -237,7 +274,11 @@ impl Bridge {
         self.lock_seats().remove(&seat.id);
         self.asks.controller_left(seat.id);
         self.recount();
-        self.handle.tap().note(format!("{} left: {why}", seat.name));
+        if seat.greeted() {
+            self.handle.tap().note(format!("{} left: {why}", seat.name));
+        } else {
+            self.refused(&format!("{} (uid {}): {why}", seat.name, seat.uid));
+        }
     }
 
     /// A seat's role changed, or it came or went.
@@ -249,7 +290,7 @@ impl Bridge {
             .count();
         let clients = seats.len();
         self.attached.send_modify(|a| {
-            a.ever |= clients > 0;
+            a.ever |= controllers > 0;
             a.clients = clients;
             a.controllers = controllers;
         });

@@ -1,6 +1,8 @@
 //! One client's connection: the crate's agent role on it, and the task
 //! that shows it the transcript — replayed when it joins, live after.
 
+use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +21,10 @@ use agent_client_protocol::{
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
+use super::bounds::{
+    Pace, INITIALIZE_DEADLINE, MAX_REFUSED_PER_CONNECTION, REPLAY_BURST_BYTES,
+    REPLAY_BYTES_PER_SECOND,
+};
 use super::ext::{AttachRequest, AttachResponse, ObserveNotification};
 use super::history::{self, History};
 use super::wire::Written;
@@ -47,6 +53,12 @@ pub(super) struct Seat {
     /// Lines the transport wrote, and notifications the bridge queued.
     written: Arc<Written>,
     queued: AtomicU64,
+    /// Whether it sent `initialize`: until then it is not in the
+    /// transcript (a connect-and-close flood costs no notes).
+    greeted: std::sync::atomic::AtomicBool,
+    /// The transcript position its follower reached: every entry before
+    /// it was shown (or was not for this client).
+    reached: tokio::sync::watch::Sender<u64>,
 }
 
 impl Seat {
@@ -62,7 +74,25 @@ impl Seat {
             session: Mutex::new(None),
             written,
             queued: AtomicU64::new(0),
+            greeted: std::sync::atomic::AtomicBool::new(false),
+            reached: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Waits until the follower has shown everything before `position`
+    /// (at most [`REPLAY_STALL`]: a follower that far behind is dropped).
+    async fn shown_up_to(&self, position: u64) {
+        let mut reached = self.reached.subscribe();
+        let _ = tokio::time::timeout(REPLAY_STALL, reached.wait_for(|&r| r >= position)).await;
+    }
+
+    /// Marks it greeted; true the first time.
+    fn greet(&self) -> bool {
+        !self.greeted.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn greeted(&self) -> bool {
+        self.greeted.load(Ordering::Acquire)
     }
 
     pub fn role(&self) -> Role {
@@ -146,6 +176,11 @@ struct Ctx {
     bridge: Arc<Bridge>,
     seat: Arc<Seat>,
     joins: mpsc::UnboundedSender<Join>,
+    /// Told once the client sent `initialize`.
+    initialized: tokio::sync::Notify,
+    /// How many of its calls were refused; told at the bound.
+    refused: AtomicU64,
+    ejected: tokio::sync::Notify,
 }
 
 /// A handler of request `$request` that calls `Ctx::$method`.
@@ -180,7 +215,11 @@ pub(super) async fn serve(
         bridge,
         seat,
         joins,
+        initialized: tokio::sync::Notify::new(),
+        refused: AtomicU64::new(0),
+        ejected: tokio::sync::Notify::new(),
     });
+    let waiting = ctx.clone();
     let follower = ctx.clone();
     let (dropped, on_drop) = tokio::sync::oneshot::channel();
     let served = Agent
@@ -235,15 +274,42 @@ pub(super) async fn serve(
             }
             Ok(leaving)
         });
-    // A client dropped for what it did not read is not waited for: its
-    // connection would wait to write the lines it never reads. Dropping
-    // the connection closes the socket and frees its queue.
+    until_it_ends(served, on_drop, &waiting).await
+}
+
+/// Why the connection `served` ended: its own end, or the first of a drop
+/// for what it did not read, no `initialize` in time, or too many refused
+/// calls. A client dropped for what it did not read is not waited for: its
+/// connection would wait to write the lines it never reads. Dropping the
+/// connection closes the socket and frees its queue.
+async fn until_it_ends<E: std::fmt::Display>(
+    served: impl std::future::Future<Output = Result<Leaving, E>>,
+    on_drop: tokio::sync::oneshot::Receiver<String>,
+    ctx: &Ctx,
+) -> String {
     tokio::select! {
         served = served => match served {
             Ok(Leaving::Done(why) | Leaving::Dropped(why)) => why,
             Err(e) => format!("the connection failed: {e}"),
         },
         Ok(why) = on_drop => why,
+        why = no_initialize(ctx) => why,
+        () = ctx.ejected.notified() => format!(
+            "dropped: {MAX_REFUSED_PER_CONNECTION} of its calls were refused"
+        ),
+    }
+}
+
+/// Resolves, with why, if the client does not send `initialize` within
+/// [`INITIALIZE_DEADLINE`]: a connection that says nothing holds a place
+/// another client could use.
+async fn no_initialize(ctx: &Ctx) -> String {
+    match tokio::time::timeout(INITIALIZE_DEADLINE, ctx.initialized.notified()).await {
+        Ok(()) => std::future::pending().await,
+        Err(_) => format!(
+            "dropped: it sent no initialize within {} s",
+            INITIALIZE_DEADLINE.as_secs()
+        ),
     }
 }
 
@@ -262,6 +328,17 @@ impl Ctx {
         responder: Responder<InitializeResponse>,
         _: ConnectionTo<Client>,
     ) -> Result<(), Error> {
+        self.initialized.notify_one();
+        let seat = &self.seat;
+        if seat.greet() {
+            self.bridge.handle.tap().note(format!(
+                "{} attached ({}, uid {}, via {})",
+                seat.name,
+                seat.most.as_str(),
+                seat.uid,
+                seat.via
+            ));
+        }
         responder.respond(self.bridge.initialize.clone())
     }
 
@@ -278,6 +355,9 @@ impl Ctx {
             return self.join(id.to_string(), Start::History(History::Full), move |_| {
                 responder.respond(NewSessionResponse::new(id))
             });
+        }
+        if self.seat.role() != Role::Controller {
+            return responder.respond_with_error(self.refuse_observer("open a session"));
         }
         let (bridge, joins) = (self.bridge.clone(), self.joins.clone());
         let name = self.seat.name.clone();
@@ -440,10 +520,9 @@ impl Ctx {
                     tap.note(why);
                 }
             }
-            Err(e) => tap.note(format!(
-                "refused a cancel from {}: {}",
-                self.seat.name, e.message
-            )),
+            // An observer's is counted already.
+            Err(_) if self.seat.role() != Role::Controller => {}
+            Err(e) => self.refused(&format!("a cancel from {}: {}", self.seat.name, e.message)),
         }
     }
 
@@ -476,14 +555,7 @@ impl Ctx {
     fn may_control(&self, id: &SessionId, what: &str) -> Result<(), Error> {
         let seat = &self.seat;
         if seat.role() != Role::Controller {
-            self.bridge
-                .handle
-                .tap()
-                .note(format!("refused a {what} from {}: an observer", seat.name));
-            return Err(Error::new(
-                REFUSED,
-                format!("refused by agent-comms: this connection observes (read-only); it cannot {what}"),
-            ));
+            return Err(self.refuse_observer(what));
         }
         match seat.session() {
             Some(joined) if joined == id.to_string() => Ok(()),
@@ -496,6 +568,37 @@ impl Ctx {
                 "join a session first: session/load, session/new or session/resume",
             )),
         }
+    }
+}
+
+impl Ctx {
+    /// Counts a refused call, for the bridge and for this connection: one
+    /// that keeps asking for what it may not do is let go at
+    /// [`MAX_REFUSED_PER_CONNECTION`] (each refusal still costs a parse on
+    /// the supervisor's one thread, which every client shares).
+    fn refused(&self, why: &str) {
+        self.bridge.refused(why);
+        if self.seat_refused() == MAX_REFUSED_PER_CONNECTION {
+            self.ejected.notify_one();
+        }
+    }
+
+    fn seat_refused(&self) -> u64 {
+        self.refused.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Counts an observer's call to `what` as refused, and says why.
+    fn refuse_observer(&self, what: &str) -> Error {
+        self.refused(&format!(
+            "a call to {what} from {}: an observer",
+            self.seat.name
+        ));
+        Error::new(
+            REFUSED,
+            format!(
+                "refused by agent-comms: this connection observes (read-only); it cannot {what}"
+            ),
+        )
     }
 }
 
@@ -535,7 +638,13 @@ async fn prompt(
         .run_turn(request, !queue, QUEUE_WAIT, Some(responder.cancellation()))
         .await;
     match turn {
-        Ok(turn) => responder.respond_with_result(turn.response),
+        Ok(turn) => {
+            // The turn's updates were tapped before its response: they go
+            // out first, whatever the turn's size, so a client that closes
+            // the turn on the response has all of it.
+            seat.shown_up_to(bridge.handle.tap().next_seq()).await;
+            responder.respond_with_result(turn.response)
+        }
         Err(DeliveryError::NotReady(_)) => responder.respond_with_error(Error::new(
             REFUSED,
             "refused by agent-comms: a turn is running in this session; prompt again when it ends (the policy's [clients] busy = \"queue\" would queue it)",
@@ -590,7 +699,10 @@ async fn follow(
                 bridge.recount();
             }
             entry = next_live(&mut live) => match entry {
-                Ok(entry) => show(seat, cx, &session, &entry, true),
+                Ok(entry) => {
+                    show(seat, cx, &session, &entry, true);
+                    seat.reached.send_replace(entry.seq + 1);
+                }
                 Err(RecvError::Lagged(n)) => return Leaving::Dropped(format!("dropped: it fell {n} entries behind the live stream")),
                 Err(RecvError::Closed) => return done("the runtime ended"),
             },
@@ -623,7 +735,9 @@ async fn next_live(
 }
 
 /// Sends the part of the transcript `join` asks for, answers the join, and
-/// returns the live stream that goes on from there.
+/// returns the live stream that goes on from there. The past is streamed
+/// from the file at the client's pace: the bridge holds a few entries of
+/// it at a time, however long the transcript and however many join.
 async fn replay(
     bridge: &Bridge,
     seat: &Seat,
@@ -633,41 +747,117 @@ async fn replay(
 ) -> Result<broadcast::Receiver<Arc<Entry>>, String> {
     let tap = bridge.handle.tap();
     let (mark, live) = tap.follow();
-    let wants_past = !matches!(join.start, Start::History(History::None));
-    let entries = if wants_past && mark > 0 {
-        let path = tap.path().to_owned();
-        tokio::task::spawn_blocking(move || transcript::read(&path))
+    let path = tap.path().to_owned();
+    let unreadable = |e: &dyn std::fmt::Display| format!("cannot read the transcript: {e}");
+    let wants_past = match join.start {
+        Start::History(History::None) => false,
+        Start::History(_) => mark > 0,
+        Start::After(position) => position.saturating_add(1) < mark,
+    };
+    if wants_past {
+        // One join reads the disk at a time: see CONCURRENT_REPLAYS.
+        let permit = bridge
+            .replays
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(|e| format!("cannot read the transcript: {e}"))?
-            .map_err(|e| format!("cannot read the transcript: {e}"))?
-    } else {
-        Vec::new()
-    };
-    let start = match join.start {
-        Start::History(history) => history::replay_start(&entries, history, mark),
-        Start::After(position) => position.saturating_add(1),
-    };
-    for entry in entries.iter().filter(|e| e.seq >= start && e.seq < mark) {
-        show(seat, cx, session, entry, false);
-        if seat.backlog() > MAX_BACKLOG {
-            seat.keep_pace().await?;
+            .map_err(|e| unreadable(&e))?;
+        let start = match join.start {
+            Start::History(History::PendingOnly) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || {
+                    let past = transcript::entries(&path)?
+                        .map_while(Result::ok)
+                        .take_while(|e| e.seq < mark);
+                    io::Result::Ok(history::replay_start(past, History::PendingOnly, mark))
+                })
+                .await
+                .map_err(|e| unreadable(&e))?
+                .map_err(|e| unreadable(&e))?
+            }
+            Start::History(history) => {
+                history::replay_start(std::iter::empty::<Entry>(), history, mark)
+            }
+            Start::After(position) => position.saturating_add(1),
+        };
+        let mut past = read_between(path, session.to_owned(), start..mark, permit);
+        while let Some(updates) = past.recv().await {
+            for params in updates? {
+                send_update(seat, cx, params);
+            }
+            if seat.backlog() > MAX_BACKLOG {
+                seat.keep_pace().await?;
+            }
         }
     }
     (join.respond)(mark).map_err(|e| format!("cannot answer: {e}"))?;
+    seat.reached.send_replace(mark);
     Ok(live)
+}
+
+/// What the transcript's entries in `range` show a client of `session`,
+/// an entry's updates at a time, made on a blocking thread a few ahead of
+/// the one who takes them (the runtime's thread only sends them); it stops
+/// when they stop taking, and lets `permit` go.
+fn read_between(
+    path: PathBuf,
+    session: String,
+    range: std::ops::Range<u64>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> mpsc::Receiver<Result<Vec<serde_json::Value>, String>> {
+    const AHEAD: usize = 64;
+    let (tx, rx) = mpsc::channel(AHEAD);
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        // Read, parsed and sent at a pace; the permit makes joins take
+        // turns, so together they go no faster than one.
+        let mut pace = Pace::new(REPLAY_BURST_BYTES, REPLAY_BYTES_PER_SECOND);
+        let entries = match transcript::sized_entries(&path) {
+            Ok(entries) => entries,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(format!("cannot read the transcript: {e}")));
+                return;
+            }
+        };
+        for entry in entries {
+            if let Ok((_, bytes)) = &entry {
+                let wait = pace.take_many(*bytes, std::time::Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+            }
+            let updates = match entry {
+                Ok((e, _)) if e.seq < range.start => continue,
+                Ok((e, _)) if e.seq >= range.end => return,
+                Ok((e, _)) => history::updates(&e, &session, None),
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(format!("cannot read the transcript: {e}")));
+                    return;
+                }
+            };
+            if !updates.is_empty() && tx.blocking_send(Ok(updates)).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// Sends what `entry` shows (live: without the seat's own prompts).
 fn show(seat: &Seat, cx: &ConnectionTo<Client>, session: &str, entry: &Entry, live: bool) {
     let skip = live.then_some(seat.name.as_str());
     for params in history::updates(entry, session, skip) {
-        // Built in place: `UntypedMessage::new` would copy the params again.
-        let update = UntypedMessage {
-            method: "session/update".into(),
-            params,
-        };
-        if cx.send_notification(update).is_ok() {
-            seat.queued.fetch_add(1, Ordering::AcqRel);
-        }
+        send_update(seat, cx, params);
+    }
+}
+
+fn send_update(seat: &Seat, cx: &ConnectionTo<Client>, params: serde_json::Value) {
+    // Built in place: `UntypedMessage::new` would copy the params again.
+    let update = UntypedMessage {
+        method: "session/update".into(),
+        params,
+    };
+    if cx.send_notification(update).is_ok() {
+        seat.queued.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -1,6 +1,8 @@
 //! A client's connection as the ACP crate's line transport.
 //!
-//! Lines in are bounded as the agent's are ([`MAX_LINE`]); lines out are
+//! Lines in are bounded in size ([`MAX_CLIENT_LINE`]), in time
+//! ([`LINE_DEADLINE`]: a line begun must end) and in rate ([`Pace`]);
+//! lines out are
 //! counted as they are written, so that the bridge can tell a client that
 //! reads nothing from one that is merely busy: the crate queues what the
 //! bridge sends, and the count of lines the socket took is the only sign
@@ -13,19 +15,31 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use futures::{Sink, Stream};
+use futures::{Sink, Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::acp::lines::{bounded, MAX_LINE};
+use super::bounds::{Pace, LINE_DEADLINE, MAX_CLIENT_LINE};
+use crate::acp::lines::bounded;
 
-/// A client's lines, in.
+/// A client's lines, in: bounded in size and time, and read at most at
+/// the pace [`Pace`] allows.
 pub fn incoming<R: AsyncRead + Unpin + Send + 'static>(
     read: R,
 ) -> impl Stream<Item = io::Result<String>> + Send + 'static {
-    bounded(read, |len| {
+    let lines = bounded(read, MAX_CLIENT_LINE, Some(LINE_DEADLINE), |len| {
         tracing::warn!(
-            "dropped a line of {len} bytes from a client: over the {MAX_LINE}-byte limit"
+            "dropped a line of {len} bytes from a client: over the {MAX_CLIENT_LINE}-byte limit"
         );
+    });
+    let mut pace = Pace::of_lines();
+    lines.then(move |line| {
+        let wait = pace.take(std::time::Instant::now());
+        async move {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            line
+        }
     })
 }
 
