@@ -14,23 +14,29 @@ use std::path::PathBuf;
 #[test]
 fn every_kept_fuzz_input_passes_its_target() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
-    let mut failed = Vec::new();
-    for (name, target) in targets::TARGETS {
-        let dir = root.join(name);
-        let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        inputs.sort();
-        assert!(!inputs.is_empty(), "{} holds no inputs", dir.display());
-        for input in inputs {
-            let data = std::fs::read(&input).unwrap();
-            if std::panic::catch_unwind(|| target(&data)).is_err() {
-                failed.push(input.display().to_string());
-            }
-        }
-    }
+    let failed = agent_comms_testing::fuzz::failing_inputs(&root, targets::TARGETS);
     assert!(failed.is_empty(), "fuzz inputs that fail: {failed:#?}");
+}
+
+/// A target without its inputs replayed would let a fixed crash come back
+/// unseen: each of `fuzz/fuzz_targets/` and of `fuzz/regressions/` is one of
+/// core's targets, replayed above, or one of the web server's, which the
+/// root package's `tests/fuzz_regressions.rs` replays.
+#[test]
+fn every_fuzz_target_is_replayed() {
+    let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let mut known: Vec<&str> = targets::TARGETS.iter().map(|(name, _)| *name).collect();
+    known.extend(targets::WEB_TARGETS);
+    known.sort();
+    for (dir, ext) in [("fuzz_targets", ".rs"), ("regressions", "")] {
+        let mut names: Vec<String> = std::fs::read_dir(fuzz.join(dir))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .map(|name| name.strip_suffix(ext).unwrap_or(&name).to_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, known, "fuzz/{dir}");
+    }
 }
 
 #[test]

@@ -10,6 +10,14 @@
 //!
 //! Inputs that must be split (a byte stream arriving in reads) carry their
 //! split in front: see [`split_input`].
+//!
+//! The web server's targets ([`WEB_TARGETS`]) are `web.rs`, apart because
+//! they need the web crate, which core cannot depend on: the root package's
+//! `tests/fuzz_regressions.rs` replays their inputs.
+
+pub mod framing;
+
+pub use framing::split_input;
 
 use agent_comms_core::acp::bridge::history::{self, History};
 use agent_comms_core::acp::policy::Policy;
@@ -17,6 +25,8 @@ use agent_comms_core::acp::transcript::{Direction, Entry};
 use agent_comms_core::acp::view::LogView;
 use agent_comms_core::adapter::input_line::InputLineReader;
 use std::sync::OnceLock;
+
+use framing::{line_seen, peer_of, Peer, Seen};
 
 use agent_comms_core::adapter::profile::{Anchor, InputLine, Profile, Region};
 use agent_comms_core::adapter::{Rules, ScreenView};
@@ -44,33 +54,11 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("acp_policy", acp_policy),
     ("acp_view", acp_view),
     ("acp_history", acp_history),
+    ("bridge_lines", bridge_lines),
 ];
 
-/// Reads `data` as `n | n chunk sizes | stream`: the stream is cut into
-/// pieces whose sizes cycle through the given ones (each 1 to 256 bytes),
-/// the way reads of a socket or a PTY cut it. With `n = 0` (or no room for
-/// the sizes) the stream is one piece.
-pub fn split_input(data: &[u8]) -> Vec<&[u8]> {
-    let n = data.first().map_or(0, |b| usize::from(b % 8));
-    let (sizes, stream) = match data.get(1..1 + n) {
-        Some(sizes) => (sizes, &data[1 + n..]),
-        None => (&[][..], data.get(1..).unwrap_or_default()),
-    };
-    if sizes.is_empty() {
-        return vec![stream];
-    }
-    let mut pieces = Vec::new();
-    let mut rest = stream;
-    for size in sizes.iter().cycle() {
-        if rest.is_empty() {
-            break;
-        }
-        let (piece, tail) = rest.split_at((usize::from(*size) + 1).min(rest.len()));
-        pieces.push(piece);
-        rest = tail;
-    }
-    pieces
-}
+/// The targets whose logic is `web.rs` (see the top of this file).
+pub const WEB_TARGETS: &[&str] = &["web_frames"];
 
 /// The decoder's outcome on one stream: every frame with the bytes it came
 /// from, and whether it stopped on a length beyond its limit.
@@ -445,4 +433,44 @@ pub fn acp_history(data: &[u8]) {
                 <= mark.max(entries.iter().map(|e| e.seq).max().unwrap_or(0))
         );
     }
+}
+
+/// The bridge's line framing (`acp::lines::bounded`: a client's
+/// connection is read through it, and the agent's output): `how | split`
+/// (see [`split_input`]), where `how`'s low six bits make the longest line
+/// taken (1 to 64 bytes) and its two high bits the peer and the deadline
+/// ([`framing::peer_of`]). However the stream is cut into reads, the reader
+/// gets exactly its lines in order ([`line_seen`]): each of at most `max`
+/// bytes as text (never more than one line, never more than `max` bytes of
+/// the stream), a blank one left out, each longer one reported once to
+/// `too_long` with its length and dropped, the lines after it read on. A
+/// last line without its newline is read when the stream ends; when the
+/// peer goes quiet instead, it fails the stream at the deadline with a
+/// one-line `TimedOut` error, and a quiet peer between lines is waited for.
+pub fn bridge_lines(data: &[u8]) {
+    let Some((&how, rest)) = data.split_first() else {
+        return;
+    };
+    let max = usize::from(how & 63) + 1;
+    let (peer, deadline) = peer_of(how);
+    let pieces = split_input(rest);
+    let seen = framing::read_lines(&pieces, peer, max, deadline);
+    for s in &seen {
+        match s {
+            Seen::Line(line) => assert!(!line.contains('\n'), "{line:?}"),
+            Seen::TooLong(len) => assert!(*len > max, "{len} reported over {max}"),
+            Seen::Failed(kind) => assert_eq!(*kind, std::io::ErrorKind::TimedOut),
+        }
+    }
+    let stream = pieces.concat();
+    let mut lines: Vec<&[u8]> = stream.split(|&b| b == b'\n').collect();
+    let tail = lines.pop().unwrap_or_default();
+    let mut expected: Vec<Seen> = lines.iter().filter_map(|l| line_seen(l, max)).collect();
+    if !tail.is_empty() {
+        match peer {
+            Peer::Closes | Peer::Dawdles => expected.extend(line_seen(tail, max)),
+            Peer::GoesQuiet => expected.push(Seen::Failed(std::io::ErrorKind::TimedOut)),
+        }
+    }
+    assert_eq!(seen, expected, "max {max}, {peer:?}, {deadline:?}");
 }
