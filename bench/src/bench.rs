@@ -144,17 +144,6 @@ impl Plan {
     }
 }
 
-/// The supervisor-only image beside `agent-comms`.
-pub const SUPERVISOR_IMAGE: &str = "agent-comms-supervisor";
-
-/// Where [`Bench::installed`] put the installed set.
-pub struct Installed {
-    pub k: PathBuf,
-    pub agent_comms: PathBuf,
-    /// The static supervisor of sessions whose adapter loads no plugin.
-    pub supervisor: PathBuf,
-}
-
 pub struct Bench {
     pub plan: Plan,
     /// `target/release/agent-comms`, next to this executable.
@@ -167,12 +156,12 @@ pub struct Bench {
 }
 
 impl Bench {
-    /// The repository: `target/`'s parent, where the fakes and fixtures are.
+    /// The repository this benchmark was built from, where the fakes and
+    /// fixtures are: `bench/`'s parent (not `target/`'s, which
+    /// `CARGO_TARGET_DIR` may put anywhere).
     pub fn repo(&self) -> std::path::PathBuf {
-        self.target_dir
-            .parent()
-            .unwrap_or(&self.target_dir)
-            .to_path_buf()
+        let bench = Path::new(env!("CARGO_MANIFEST_DIR"));
+        bench.parent().unwrap_or(bench).to_path_buf()
     }
 
     pub fn new(plan: Plan) -> anyhow::Result<Self> {
@@ -255,73 +244,6 @@ impl Bench {
     /// `k` with the private runtime directory.
     pub fn k(&self) -> Command {
         self.ours(&self.k)
-    }
-
-    /// The binaries as `scripts/install` installs them on GNU/Linux, side
-    /// by side in one directory: this build's `agent-comms` (a hard link:
-    /// it finds its supervisor image beside its resolved path), and the
-    /// statically linked `k` and `agent-comms-supervisor` that script
-    /// builds at `target/<host triple>/release/`. `None` when it has not
-    /// built them, an error when they are older than `target/release/k` (of
-    /// older code).
-    pub fn installed(&self) -> anyhow::Result<Option<Installed>> {
-        let built = std::fs::read_dir(&self.target_dir)
-            .with_context(|| format!("cannot list {}", self.target_dir.display()))?
-            .flatten()
-            .filter(|triple| triple.file_name().to_string_lossy().ends_with("-linux-gnu"))
-            .map(|triple| triple.path().join("release"))
-            .find(|dir| dir.join("k").is_file() && dir.join(SUPERVISOR_IMAGE).is_file());
-        let Some(built) = built else {
-            return Ok(None);
-        };
-        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        for image in ["k", SUPERVISOR_IMAGE] {
-            if modified(&built.join(image)) < modified(&self.k) {
-                bail!(
-                    "{} is older than {}: run scripts/install again",
-                    built.join(image).display(),
-                    self.k.display()
-                );
-            }
-        }
-        let dir = self.private_dir("installed")?;
-        let installed = Installed {
-            k: dir.join("k"),
-            agent_comms: dir.join("agent-comms"),
-            supervisor: dir.join(SUPERVISOR_IMAGE),
-        };
-        if !installed.k.is_file() {
-            for (from, to) in [
-                (built.join("k"), &installed.k),
-                (built.join(SUPERVISOR_IMAGE), &installed.supervisor),
-            ] {
-                std::fs::copy(&from, to)
-                    .with_context(|| format!("cannot copy {}", from.display()))?;
-            }
-            std::fs::hard_link(&self.agent_comms, &installed.agent_comms)
-                .or_else(|_| std::fs::copy(&self.agent_comms, &installed.agent_comms).map(drop))
-                .context("cannot put agent-comms beside the installed k")?;
-        }
-        Ok(Some(installed))
-    }
-
-    /// `scripts/hot-code check` on `image`: whether it was linked with the
-    /// code a session runs placed together (as scripts/install links it),
-    /// and the line that says so.
-    pub fn hot_code(&self, image: &Path) -> (bool, String) {
-        let script = self.repo().join("scripts/hot-code");
-        match Command::new(&script).arg("check").arg(image).output() {
-            Ok(out) => {
-                let said = if out.status.success() {
-                    &out.stdout
-                } else {
-                    &out.stderr
-                };
-                let said = String::from_utf8_lossy(said).trim().to_owned();
-                (out.status.success(), said)
-            }
-            Err(e) => (false, format!("cannot run {}: {e}", script.display())),
-        }
     }
 
     /// The `agent-comms` executable, for a terminal the benchmark opens

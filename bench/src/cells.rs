@@ -30,7 +30,6 @@ use crate::{procs, progress};
 
 const AGENT_TTY_VERSION: &str = "0.1.5";
 const AGENT_TTY_LABEL: &str = "agent-tty 0.1.5 (tmux)";
-const STATIC_LABEL: &str = "k (agent-comms), statically linked (`scripts/install`)";
 const TITLE: &str = "Cells: `k` (issue 3)";
 /// The cell timed, and what its JSON result must contain.
 const RUN_ARGS: &[&str] = &["run", "-j", "s", "echo hello"];
@@ -45,27 +44,18 @@ trait CellTool {
     fn end_session(&self, name: &str);
 }
 
-/// Our `k`: cargo's build, or the statically linked one `scripts/install`
-/// installs.
+/// Our `k`: `target/release/k`, as `cargo build --release` makes it.
 struct Ours<'a> {
     bench: &'a Bench,
-    /// The installed `k`; `None`: `target/release/k`.
-    installed: Option<PathBuf>,
 }
 
 impl CellTool for Ours<'_> {
     fn label(&self) -> &'static str {
-        match self.installed {
-            None => "k (agent-comms)",
-            Some(_) => STATIC_LABEL,
-        }
+        "k (agent-comms)"
     }
 
     fn k(&self) -> Command {
-        match &self.installed {
-            None => self.bench.k(),
-            Some(k) => self.bench.ours(k),
-        }
+        self.bench.k()
     }
 
     fn end_session(&self, name: &str) {
@@ -151,10 +141,7 @@ impl CellTool for AgentTty<'_> {
 
 pub fn section(bench: &Bench) -> Section {
     progress("cells: is `k` ready?");
-    let ours = Ours {
-        bench,
-        installed: None,
-    };
+    let ours = Ours { bench };
     if let Err(e) = probe(&ours) {
         return Section {
             title: TITLE.to_owned(),
@@ -163,25 +150,9 @@ pub fn section(bench: &Bench) -> Section {
             method: Vec::new(),
         };
     }
-    // The static `k`, when scripts/install has built it.
-    let installed = bench.installed().map(|installed| {
-        installed.map(|installed| Ours {
-            bench,
-            installed: Some(installed.k),
-        })
-    });
-    let installed = match installed {
-        Ok(None) => None,
-        Ok(Some(k)) => Some(probe(&k).map(|_| k).map_err(|e| format!("{e:#}"))),
-        Err(e) => Some(Err(format!("{e:#}"))),
-    };
     let agent_tty = AgentTty::install(bench).map_err(|e| format!("agent-tty unavailable: {e:#}"));
     let mut tools: Vec<Result<&dyn CellTool, String>> = vec![Ok(&ours)];
     let mut labels = vec![ours.label()];
-    if let Some(k) = &installed {
-        tools.push(k.as_ref().map(|k| k as &dyn CellTool).map_err(Clone::clone));
-        labels.push(STATIC_LABEL);
-    }
     tools.push(
         agent_tty
             .as_ref()
@@ -267,16 +238,6 @@ pub fn section(bench: &Bench) -> Section {
              other command. `true` (coreutils, C), timed the same way, is the floor under \
              that: what spawning, running and reaping any process costs on this machine."
                 .to_owned(),
-            match installed {
-                None => "The statically linked `k` was not measured: `scripts/install` had not \
-                         built it (`target/<host triple>/release/k`)."
-                    .to_owned(),
-                Some(_) => "The statically linked `k` is the one `scripts/install` builds \
-                            (`target/<host triple>/release/k`), copied into a directory with \
-                            a link to `target/release/agent-comms`, as that script installs \
-                            them; it runs its cells on the same warm session as cargo's `k`."
-                    .to_owned(),
-            },
         ],
     }
 }

@@ -37,11 +37,7 @@ impl Machine {
                 .ok()?;
             Some(format!("{:.1} GiB", kb / (1024.0 * 1024.0)))
         });
-        let workspace = bench
-            .target_dir
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let workspace = bench.repo().display().to_string();
         let agent_comms =
             first_line(bench.agent_comms().arg("--version")).map(|v| {
                 match first_line(

@@ -20,6 +20,7 @@ mod fanout;
 mod hosts;
 mod machine;
 mod mcp;
+mod memory;
 mod procs;
 mod report;
 mod runtimes;
@@ -68,6 +69,7 @@ struct Args {
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum SectionName {
     Sessions,
+    Memory,
     Cells,
     Adapters,
     Delivery,
@@ -95,6 +97,7 @@ impl SectionName {
     fn measure(self, bench: &Bench, broken: &mut Vec<String>) -> report::Section {
         match self {
             Self::Sessions => sessions::section(bench),
+            Self::Memory => memory::section(bench),
             Self::Cells => cells::section(bench),
             Self::Adapters => adapters::section(bench),
             Self::Delivery => delivery::section(bench),

@@ -1,5 +1,5 @@
-//! Process helpers: waiting for and ending processes by pid, their RSS, and
-//! what happens on Ctrl-C.
+//! Process helpers: waiting for and ending processes by pid, their RSS and
+//! PSS, and what happens on Ctrl-C.
 //!
 //! Supervisors and tmux servers are not our children (they daemonize), so
 //! `waitpid` cannot see them end. A pidfd can: it becomes readable when the
@@ -38,24 +38,13 @@ pub fn rss_mb(pid: u32) -> anyhow::Result<f64> {
     status_mb(pid, "VmRSS")
 }
 
-/// What a process holds in memory, in MB.
-#[derive(Debug, Clone, Copy)]
-pub struct Memory {
-    /// Every page mapped in, its own or shared (`ps`'s RSS).
-    pub rss: f64,
-    /// Each page divided by the number of processes that map it: summed
-    /// over processes, a page they share counts once.
-    pub pss: f64,
-}
-
-/// RSS and PSS of `pid`, from `/proc/<pid>/smaps_rollup`.
-pub fn memory(pid: u32) -> anyhow::Result<Memory> {
+/// Proportional set size of `pid` in MB, from `/proc/<pid>/smaps_rollup`:
+/// each page it maps divided by the number of processes that map it, so
+/// summed over processes a page they share counts once.
+pub fn pss_mb(pid: u32) -> anyhow::Result<f64> {
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         .with_context(|| format!("process {pid} is gone"))?;
-    Ok(Memory {
-        rss: kb_line(&rollup, "Rss")?,
-        pss: kb_line(&rollup, "Pss")?,
-    })
+    kb_line(&rollup, "Pss")
 }
 
 /// A size line of `/proc/<pid>/status` (`VmRSS`, `VmHWM` …) in MB.

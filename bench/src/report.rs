@@ -45,8 +45,8 @@ const ONE_RUN_BUT_ALONE: &str = "Every number below comes from that one run, sid
 pub fn render(machine: &Machine, command: &str, sections: &[Section]) -> String {
     let mut md = String::from("# Benchmarks\n\n");
     md.push_str(&format!(
-        "Made by `{command}` on {} (after `cargo build --release --workspace`, `scripts/build-plugins` and `scripts/install` \
-         (the statically linked `k`), which build what it measures). {ONE_RUN} numbers from other machines or runs are not comparable. \
+        "Made by `{command}` on {} (after `cargo build --release --workspace` and `scripts/build-plugins`, \
+         which build what it measures). {ONE_RUN} numbers from other machines or runs are not comparable. \
          Medians; p99 is the nearest-rank percentile. MB = 10^6 bytes.\n\n",
         machine.date
     ));

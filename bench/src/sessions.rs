@@ -1,17 +1,16 @@
-//! The sessions section (issue 2): start-up, keystroke echo, throughput and
-//! idle memory of agent-comms next to a bare PTY and tmux.
+//! The sessions section (issue 2): start-up, keystroke echo and throughput
+//! of agent-comms next to a bare PTY and tmux (their idle memory is a
+//! section of its own: `memory.rs`).
 //!
 //! Runs of different systems are interleaved where each run is a fresh
 //! start (start-up, throughput), so that a machine getting busier or
 //! quieter during the run shifts every system alike.
 
-use std::path::PathBuf;
-
 use crate::bench::Bench;
 use crate::report::{both, judge, Row, Section};
 use crate::stats::{self, push, Runs};
 use crate::workload::THROUGHPUT_BYTES;
-use crate::{bare, procs, progress, supervised, tmux};
+use crate::{bare, progress, supervised, tmux};
 
 const AGENT_COMMS: &str = "agent-comms";
 const BARE: &str = "bare PTY";
@@ -22,7 +21,6 @@ pub fn section(bench: &Bench) -> Section {
     let mut rows = first_prompt(bench);
     rows.extend(echo(bench));
     rows.extend(throughput(bench));
-    rows.extend(idle_memory(bench));
     Section {
         title: "Sessions (issue 2)".to_owned(),
         intro: "agent-comms sessions next to a PTY the benchmark opens itself (nothing in \
@@ -138,131 +136,6 @@ fn throughput(bench: &Bench) -> Vec<Row> {
     ]
 }
 
-/// How many idle sessions the memory rows hold at once.
-const IDLE_COUNTS: [usize; 3] = [1, 10, 50];
-/// The targets: per idle session, and for fifty of them together.
-const PER_SESSION_MB: f64 = 4.0;
-const FIFTY_MB: f64 = 200.0;
-
-/// What the memory rows measure: the `agent-comms` that starts the
-/// sessions, the rows' label, and `scripts/hot-code check` on the image
-/// that supervises them.
-struct Supervising {
-    agent_comms: PathBuf,
-    label: &'static str,
-    check: String,
-}
-
-/// As scripts/install installs it (the static supervisor image beside
-/// agent-comms), or else as cargo alone builds it.
-fn supervising(bench: &Bench) -> Supervising {
-    match bench.installed() {
-        Ok(Some(installed)) => {
-            let (together, check) = bench.hot_code(&installed.supervisor);
-            Supervising {
-                agent_comms: installed.agent_comms,
-                label: if together {
-                    "agent-comms (static supervisor, hot code together)"
-                } else {
-                    "agent-comms (static supervisor, hot code scattered)"
-                },
-                check,
-            }
-        }
-        _ => {
-            let agent_comms = bench.agent_comms_path().to_owned();
-            let (together, check) = bench.hot_code(&agent_comms);
-            Supervising {
-                agent_comms,
-                label: if together {
-                    "agent-comms (hot code together)"
-                } else {
-                    "agent-comms (hot code scattered)"
-                },
-                check,
-            }
-        }
-    }
-}
-
-fn idle_memory(bench: &Bench) -> Vec<Row> {
-    let ours = supervising(bench);
-    IDLE_COUNTS
-        .iter()
-        .flat_map(|&count| idle_memory_of(bench, &ours, count))
-        .collect()
-}
-
-fn idle_memory_of(bench: &Bench, ours: &Supervising, count: usize) -> Vec<Row> {
-    let ours_label = ours.label;
-    let sessions = match count {
-        1 => "1 idle `bash` session".to_owned(),
-        n => format!("{n} idle `bash` sessions"),
-    };
-    progress(&format!("memory of {sessions}"));
-    let error = |e: anyhow::Error| format!("{e:#}");
-    let measured = supervised::idle_memory(bench, &ours.agent_comms, count).map_err(error);
-    let tmux = tmux::idle_memory(bench, count, supervised::IDLE).map_err(error);
-    let what = format!("{sessions}: memory");
-    let each = |pick: fn(&procs::Memory) -> f64| {
-        measured
-            .as_ref()
-            .map(|all| all.iter().map(pick).collect::<Vec<f64>>())
-            .map_err(Clone::clone)
-    };
-    let below = |row: &Row, limit: f64| row.result.as_ref().ok().map(|r| r.median.value() < limit);
-
-    let mut per_session = Row::new(
-        &what,
-        &format!("{ours_label}: RSS of a supervisor"),
-        each(|m| m.rss).map(|v| stats::sizes(&v)),
-    );
-    per_session.target = judge(
-        &format!("under {PER_SESSION_MB:.0} MB"),
-        below(&per_session, PER_SESSION_MB),
-    );
-    let mut rows = vec![per_session];
-    if count == 1 {
-        rows.push(Row::new(
-            &what,
-            &format!("{ours_label}: PSS of the supervisor"),
-            each(|m| m.pss).map(|v| stats::sizes(&v)),
-        ));
-    } else {
-        let summed = |values: Vec<f64>| stats::size(values.iter().sum());
-        rows.push(Row::new(
-            &what,
-            &format!("{ours_label}: the {count} supervisors' RSS, summed"),
-            each(|m| m.rss).map(summed),
-        ));
-        let mut total = Row::new(
-            &what,
-            &format!("{ours_label}: the {count} supervisors' PSS, summed"),
-            each(|m| m.pss).map(summed),
-        );
-        if count == 50 {
-            total.target = judge(&format!("under {FIFTY_MB:.0} MB"), below(&total, FIFTY_MB));
-        }
-        rows.push(total);
-    }
-    let server = |pick: fn(&procs::Memory) -> f64| {
-        tmux.as_ref()
-            .map(|m| stats::size(pick(m)))
-            .map_err(Clone::clone)
-    };
-    rows.push(Row::new(
-        &what,
-        "tmux: RSS of the server",
-        server(|m| m.rss),
-    ));
-    rows.push(Row::new(
-        &what,
-        "tmux: PSS of the server",
-        server(|m| m.pss),
-    ));
-    rows
-}
-
 /// How each row is measured, printed under the table.
 fn method(bench: &Bench) -> Vec<String> {
     use crate::workload::{echo_command, throughput_command, PROMPT};
@@ -299,25 +172,6 @@ fn method(bench: &Bench) -> Vec<String> {
              `tmux wait-for -S`, timed until `wait-for` returns.",
             throughput_command(),
             THROUGHPUT_BYTES / 1_000_000
-        ),
-        format!(
-            "**idle memory**: 1, 10 and 50 `bash --norc` sessions started one after another, \
-             each waited for until its prompt was drawn, then read together {} s after the \
-             last prompt, nobody attached: `Rss` and `Pss` from `/proc/<pid>/smaps_rollup` of \
-             each supervisor (one process per session) and of the one tmux server holding the \
-             same sessions. The shells are alike on both sides and not counted. RSS counts every \
-             page a process maps, also those it shares with other processes (the executable, \
-             libc); PSS divides each page by the number of processes mapping it, so summed \
-             over the supervisors, the executable pages they share count once: the sum of PSS \
-             is what the sessions together cost the machine. Where a supervisor's memory goes: \
-             [architecture.md](architecture.md#what-an-idle-supervisor-holds). The \
-             agent-comms measured: as `scripts/install` installs it when that script has \
-             been run before the benchmark (its sessions supervised by the static \
-             `agent-comms-supervisor` beside it, hot code together), else as `cargo build` \
-             alone builds it (hot code scattered); `scripts/hot-code check` of the image that \
-             supervised: {}",
-            supervised::IDLE.as_secs(),
-            supervising(bench).check
         ),
     ]
 }

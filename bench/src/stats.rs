@@ -48,6 +48,7 @@ impl std::fmt::Display for Quantity {
             Self::Millis(ms) => write!(f, "{ms:.0} ms"),
             Self::Seconds(s) => write!(f, "{s:.1} s"),
             Self::MegabytesPerSec(v) => write!(f, "{v:.1} MB/s"),
+            Self::Megabytes(v) if v < 1.0 => write!(f, "{v:.2} MB"),
             Self::Megabytes(v) => write!(f, "{v:.1} MB"),
             Self::MessagesPerSec(v) => write!(f, "{v:.2} msg/s"),
             Self::Count(v) => write!(f, "{v:.0}"),

@@ -14,7 +14,7 @@
 //! over the socket, as when someone watches) and with no client, where the
 //! end is the supervisor's exit, seen through a pidfd.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use crate::workload::{
 
 /// How long a 200 MB run may take before it counts as hung.
 const THROUGHPUT_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long a session sits untouched before its RSS is read.
+/// How long a session sits untouched before its memory is read.
 pub const IDLE: Duration = Duration::from_secs(1);
 
 /// A live session; its supervisor is ended by pid when this is dropped.
@@ -50,18 +50,7 @@ impl<'a> Session<'a> {
         env: &[(&str, &str)],
         argv: &[&str],
     ) -> anyhow::Result<Self> {
-        Self::start_with(bench, bench.agent_comms_path(), name, env, argv)
-    }
-
-    /// [`Session::start`] by the `agent-comms` at `exe`.
-    pub fn start_with(
-        bench: &'a Bench,
-        exe: &Path,
-        name: &str,
-        env: &[(&str, &str)],
-        argv: &[&str],
-    ) -> anyhow::Result<Self> {
-        let mut cmd = bench.ours(exe);
+        let mut cmd = bench.agent_comms();
         cmd.args(["session", "new", "--json", name]);
         for (k, v) in env {
             cmd.arg("--env").arg(format!("{k}={v}"));
@@ -241,14 +230,21 @@ pub fn throughput_unwatched(bench: &Bench, run: usize) -> anyhow::Result<Duratio
     Ok(elapsed)
 }
 
-/// Memory of each supervisor of `count` idle `bash` sessions, read once
-/// all of them have sat untouched for [`IDLE`] after their prompt.
-/// `exe` is the `agent-comms` that starts them.
-pub fn idle_memory(bench: &Bench, exe: &Path, count: usize) -> anyhow::Result<Vec<procs::Memory>> {
+/// What an idle session's supervisor holds, and the executable it runs.
+pub struct Idle {
+    /// Its PSS in MB ([`procs::pss_mb`]).
+    pub pss: f64,
+    /// `/proc/<pid>/exe`: `agent-comms-supervisor` beside `agent-comms`
+    /// (`supervisor::launch::supervisor_image`), or `agent-comms` itself.
+    pub image: PathBuf,
+}
+
+/// Each supervisor of `count` idle `bash` sessions, read once all of them
+/// have sat untouched for [`IDLE`] after their prompt.
+pub fn idle_memory(bench: &Bench, count: usize) -> anyhow::Result<Vec<Idle>> {
     let sessions = (0..count)
         .map(|i| {
-            let session =
-                Session::start_with(bench, exe, &format!("idle-{i}"), &[("PS1", PROMPT)], SHELL)?;
+            let session = Session::start(bench, &format!("idle-{i}"), &[("PS1", PROMPT)], SHELL)?;
             session
                 .stream(StreamMode::Watch)?
                 .read_until(PROMPT_SHOWN.as_bytes())?;
@@ -258,6 +254,14 @@ pub fn idle_memory(bench: &Bench, exe: &Path, count: usize) -> anyhow::Result<Ve
     std::thread::sleep(IDLE);
     sessions
         .iter()
-        .map(|s| procs::memory(s.record.supervisor_pid))
+        .map(|s| {
+            let pid = s.record.supervisor_pid;
+            let image = std::fs::read_link(format!("/proc/{pid}/exe"))
+                .with_context(|| format!("process {pid} is gone"))?;
+            Ok(Idle {
+                pss: procs::pss_mb(pid)?,
+                image,
+            })
+        })
         .collect()
 }

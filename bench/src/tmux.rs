@@ -198,9 +198,9 @@ pub fn throughput(bench: &Bench, run: usize) -> anyhow::Result<Duration> {
     Ok(start.elapsed())
 }
 
-/// Memory of one server holding `count` idle `bash` sessions, read once
+/// PSS in MB of one server holding `count` idle `bash` sessions, read once
 /// the last prompt has been shown `idle` ago.
-pub fn idle_memory(bench: &Bench, count: usize, idle: Duration) -> anyhow::Result<procs::Memory> {
+pub fn idle_memory(bench: &Bench, count: usize, idle: Duration) -> anyhow::Result<f64> {
     let server = TmuxServer::private(bench, &format!("idle-{count}"))?;
     for i in 0..count {
         let name = format!("idle-{i}");
@@ -208,5 +208,5 @@ pub fn idle_memory(bench: &Bench, count: usize, idle: Duration) -> anyhow::Resul
         server.wait_for_text(&name, PROMPT_SHOWN)?;
     }
     std::thread::sleep(idle);
-    procs::memory(server.pid()?)
+    procs::pss_mb(server.pid()?)
 }

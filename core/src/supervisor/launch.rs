@@ -54,9 +54,8 @@ pub fn spawn_detached(
 
 /// Which binary supervises `config`'s session: [`SUPERVISOR_IMAGE`] next
 /// to `exe` when it is there and the session's adapter loads no plugin,
-/// else `exe` itself. scripts/install links that image statically, which
-/// halves an idle session's memory, and a static image cannot load a
-/// native plugin (nor, built without the Wasm host, a Wasm one).
+/// else `exe` itself. Cargo builds the image beside `agent-comms`, and
+/// scripts/install installs them together.
 pub fn supervisor_image(exe: &Path, config: &SupervisorConfig) -> PathBuf {
     let plugin = config.adapter.as_ref().is_some_and(|a| a.plugin.is_some());
     let image = exe.with_file_name(format!(

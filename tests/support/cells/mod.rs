@@ -25,9 +25,8 @@ use super::poll_within;
 use super::run::{run_within, try_run_within, Run};
 
 /// The binaries under test: cargo's, or an installed set — `scripts/install
-/// --prefix P` puts them in `P/bin`, the `k` there statically linked on
-/// GNU/Linux — when [`INSTALLED_ENV`] names that directory. `.ci/run` runs
-/// tests/cells.rs both ways.
+/// --prefix P` puts them in `P/bin` — when [`INSTALLED_ENV`] names that
+/// directory.
 pub static K: LazyLock<String> = LazyLock::new(|| installed_or("k", env!("CARGO_BIN_EXE_k")));
 pub static KM: LazyLock<String> = LazyLock::new(|| installed_or("km", env!("CARGO_BIN_EXE_km")));
 pub static AGENT_COMMS: LazyLock<String> =
