@@ -157,6 +157,14 @@ pub fn serve(
     Ok((started, Supervisor(pid)))
 }
 
+/// What `acp-serve --json` printed under `key`, as text.
+pub fn started_field(started: &Value, key: &str) -> anyhow::Result<String> {
+    started[key]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("`acp-serve --json` printed no {key}: {started}"))
+}
+
 /// Ends a detached supervisor by pid when dropped.
 pub struct Supervisor(pub u32);
 

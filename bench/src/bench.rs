@@ -80,6 +80,8 @@ pub struct Plan {
     pub tap_appends: usize,
     /// Chunks of the turn streamed to each fan-out watcher.
     pub fanout_chunks: usize,
+    /// The controller's timed prompts under each flood.
+    pub hostile_prompts: usize,
     /// MCP servers started until their tools are listed.
     pub mcp_starts: usize,
     /// How long the soak's chaos lasts (its drain comes after).
@@ -110,6 +112,7 @@ impl Plan {
             acp_real_deliveries: 5,
             tap_appends: 10_000,
             fanout_chunks: 400,
+            hostile_prompts: 100,
             mcp_starts: 20,
             soak: std::time::Duration::from_secs(600),
         }
@@ -138,6 +141,7 @@ impl Plan {
             acp_real_deliveries: 2,
             tap_appends: 1_000,
             fanout_chunks: 100,
+            hostile_prompts: 20,
             mcp_starts: 5,
             soak: std::time::Duration::from_secs(60),
         }

@@ -237,12 +237,7 @@ impl Runtime {
         let (started, supervisor) = crate::acp::serve(bench, project, ID, &agent, |cmd| {
             cmd.current_dir(&cwd);
         })?;
-        let field = |key: &str| {
-            started[key]
-                .as_str()
-                .map(str::to_owned)
-                .with_context(|| format!("`acp-serve --json` printed no {key}: {started}"))
-        };
+        let field = |key: &str| crate::acp::started_field(&started, key);
         Ok(Self {
             pid: supervisor.0,
             _supervisor: supervisor,

@@ -17,6 +17,7 @@ mod bench;
 mod cells;
 mod delivery;
 mod fanout;
+mod hostile;
 mod hosts;
 mod machine;
 mod mcp;
@@ -75,6 +76,7 @@ enum SectionName {
     Delivery,
     Acp,
     Fanout,
+    Hostile,
     Mcp,
     Hosts,
     /// Not in the default run: it lasts 10 minutes (the drain after), which
@@ -93,7 +95,8 @@ impl SectionName {
     }
 
     /// Measures this section; what it found broken goes to `broken` (only
-    /// the soak checks invariants that fail the command).
+    /// the soak and the hostile section check invariants that fail the
+    /// command).
     fn measure(self, bench: &Bench, broken: &mut Vec<String>) -> report::Section {
         match self {
             Self::Sessions => sessions::section(bench),
@@ -103,6 +106,11 @@ impl SectionName {
             Self::Delivery => delivery::section(bench),
             Self::Acp => acp::section(bench),
             Self::Fanout => fanout::section(bench),
+            Self::Hostile => {
+                let (section, found) = hostile::section(bench);
+                broken.extend(found);
+                section
+            }
             Self::Mcp => mcp::section(bench),
             Self::Hosts => hosts::section(bench),
             Self::Soak => {
