@@ -511,7 +511,7 @@ fn the_bridge_admits_only_the_users_its_policy_lists() {
     let notes = notes(&transcript(&env, "rt"));
     assert!(
         notes.iter().any(|n| n.starts_with(&format!(
-            "refused a client: connection refused: uid {stranger}"
+            "refused: a client: connection refused: uid {stranger}"
         ))),
         "{notes:?}"
     );
