@@ -133,14 +133,14 @@ fn unknown_repl(env: &Env) -> &'static str {
     "./rbash"
 }
 
-/// The REPLs these tests drive are what .ci/run installs and the README
+/// The REPLs these tests drive are what scripts/test installs and the README
 /// lists; one missing fails the test saying so, rather than passing it
 /// untested.
 macro_rules! require {
     ($program:expr) => {
         assert!(
             installed($program),
-            "{} is not installed: this test drives it (.ci/run installs it; see the README)",
+            "{} is not installed: this test drives it (scripts/test installs it; see the README)",
             $program
         );
     };
