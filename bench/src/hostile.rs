@@ -33,8 +33,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use agent_comms_core::acp::bridge::bounds::{
-    MAX_PER_UID, REFUSALS_NOTED_EVERY, REFUSED_BURST, REFUSED_PER_SECOND, REPLAY_BURST_BYTES,
-    REPLAY_BYTES_PER_SECOND,
+    LINES_BURST, LINES_PER_SECOND, MAX_PER_UID, REFUSALS_NOTED_EVERY, REFUSED_BURST,
+    REFUSED_PER_SECOND, REPLAY_BURST_BYTES, REPLAY_BYTES_PER_SECOND,
 };
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
@@ -56,7 +56,8 @@ const GOAL_FACTOR: f64 = 2.0;
 /// The past a long-lived runtime's transcript holds.
 const PAST_ENTRIES: usize = 20_000;
 const PAST_ENTRY_BYTES: usize = 1000;
-/// How long a flood runs before the first timed prompt.
+/// How long a flood runs (or, with none, the runtime waits) before the
+/// prompts timed under it.
 const SUSTAINED: Duration = Duration::from_secs(2);
 /// How long any one read may take before the benchmark gives up.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -237,9 +238,9 @@ fn scenario(bench: &Bench, flood: Flood, prompts: usize) -> anyhow::Result<Measu
     while flood != Flood::None && volume.load(Ordering::Relaxed) == 0 {
         std::thread::sleep(Duration::from_millis(10));
     }
-    if flood != Flood::None {
-        std::thread::sleep(SUSTAINED);
-    }
+    // Every runtime alike, flood or not: the controller's own line pace
+    // (bounds::LINES_BURST) refilled before the timed prompts.
+    std::thread::sleep(SUSTAINED);
     let mut samples = Vec::with_capacity(prompts);
     for i in 0..prompts {
         samples.push(controller.prompt(&format!("prompt {i}"))?);
@@ -579,8 +580,9 @@ impl FdSampler {
 fn method(prompts: usize) -> Vec<String> {
     vec![
         format!("**the controller**: one raw ACP connection on the bridge socket (`initialize`, `session/resume`), then one untimed prompt, {prompts} timed ones before the flood starts and {prompts} while it runs, each from writing `session/prompt` to reading its response; the fake agent (`tests/fakes/acp_agent.py`, normal mode) answers each at once with one update. A fresh runtime per scenario, its transcript seeded with {PAST_ENTRIES} entries of {PAST_ENTRY_BYTES} bytes (about 20 MB) of past."),
-        "**the floods** run on threads of the benchmark from 2 s before the first timed prompt (past their first burst: an attack is sustained) to after the last, as fast as they can, as the runtime's owner (the benchmark cannot be another user): an observer (`_agent_comms/observe`) writing `session/cancel`s in batches of 100 while it reads what it is sent, connecting again each time the bridge lets it go (after 32 refusals); connections past the per-uid bound (the uid's other 31 places held by connections that said `initialize` and joined nothing), each reading its refusal; up to 1,000 connections that never write (refused past the bound, let go at the `initialize` deadline, opened again); 4 threads joining with `session/load` (the whole history) over and over; 20 connections each writing 4 MiB of a line that never ends (let go at the line deadline).".into(),
+        "**the floods** run on threads of the benchmark from 2 s before the first prompt timed under them (past their first burst: an attack is sustained) to after the last, as fast as they can, as the runtime's owner (the benchmark cannot be another user): an observer (`_agent_comms/observe`) writing `session/cancel`s in batches of 100 while it reads what it is sent, connecting again each time the bridge lets it go (after 32 refusals); connections past the per-uid bound (the uid's other 31 places held by connections that said `initialize` and joined nothing), each reading its refusal; up to 1,000 connections that never write (refused past the bound, let go at the `initialize` deadline, opened again); 4 threads joining with `session/load` (the whole history) over and over; 20 connections each writing 4 MiB of a line that never ends (let go at the line deadline).".into(),
         format!("**the supervisor**: VmHWM from `/proc/<pid>/status` after the scenario; descriptors counted in `/proc/<pid>/fd` every 50 ms; the transcript file's size after the last prompt minus before the first. Refusals cost a counter and a note at most every {} s, so a flood adds one or two notes. Past {REFUSED_BURST} refusals (then {REFUSED_PER_SECOND} a second) the bridge waits before its next accept, and a join's replay is read at {} MiB/s past a {} MiB burst: the volumes of those two floods are what these paces let through.", REFUSALS_NOTED_EVERY.as_secs(), REPLAY_BYTES_PER_SECOND >> 20, REPLAY_BURST_BYTES >> 20),
-        "**the goal** (issue 32): under each flood, the controller's median within 2x of its median on the same runtime just before that flood began (a runtime's own before and after: between two runtimes the median moves by more than that on this VM). A prompt's round trip here takes either about 1 ms or about 16 ms, with or without a flood: that is every row's p99, and the median of a runtime that drew the slow one more than half the time (the no-flood runtime, in one run of four); where the 16 ms comes from is not found yet. The baseline of the benchmark before issue 32 is in the issue: an observer's cancels dropped every controller within a second, 351k refused connections in 20 s added 75 MB of transcript and 80 MB of log, 20 joins took 2.1 GB, 1,100 idle connections held all 1,024 descriptors.".into(),
+        "**the goal** (issue 32): under each flood, the controller's median within 2x of its median on the same runtime just before that flood began (a runtime's own before and after: between two runtimes the median moves by more than that on this VM). The baseline of the benchmark before issue 32 is in the issue: an observer's cancels dropped every controller within a second, 351k refused connections in 20 s added 75 MB of transcript and 80 MB of log, 20 joins took 2.1 GB, 1,100 idle connections held all 1,024 descriptors.".into(),
+        format!("**the p99** of about 16 ms is the bridge's own pace of a client's lines ({LINES_BURST} at once, then {LINES_PER_SECOND} a second; `bounds.rs`): the controller sends its prompts back to back, faster than that, so those past the burst wait about 1/{LINES_PER_SECOND} s each, flood or not. Every runtime waits {} s before its timed prompts, which refills it.", SUSTAINED.as_secs()),
     ]
 }
