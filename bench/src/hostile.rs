@@ -486,8 +486,7 @@ fn observer_cancels(target: &Target, volume: &AtomicU64) -> anyhow::Result<()> {
 }
 
 fn refused_connection(target: &Target, volume: &AtomicU64) -> anyhow::Result<()> {
-    let mut stream = UnixStream::connect(&target.bridge.path)?;
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    let mut stream = target.bridge.connect()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer)?;
     if answer.contains("connection refused") {
@@ -526,14 +525,8 @@ fn full_join(target: &Target, volume: &AtomicU64) -> anyhow::Result<()> {
 }
 
 fn trickled_line(target: &Target, volume: &AtomicU64) -> anyhow::Result<()> {
-    let mut stream = UnixStream::connect(&target.bridge.path)?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    call(
-        &mut reader,
-        1,
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    )?;
+    let reader = target.bridge.initialized()?;
+    let mut stream = reader.get_ref().try_clone()?;
     let piece = vec![b'x'; 64 * 1024];
     stream.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"")?;
     for _ in 0..64 {

@@ -57,18 +57,21 @@ pub enum PathError {
 pub fn runtime_root() -> PathBuf {
     match std::env::var_os(RUNTIME_DIR_ENV) {
         Some(dir) if !dir.is_empty() => normalized(Path::new(&dir)),
-        _ => unsquatted(crate::os::default_runtime_root(), &user_home(), my_uid()),
+        _ => default_runtime_root(),
     }
 }
 
+/// The canonical root, or the user's own beside it when another user
+/// took that path first.
 #[cfg(unix)]
-fn my_uid() -> u32 {
-    euid()
+fn default_runtime_root() -> PathBuf {
+    unsquatted(crate::os::default_runtime_root(), &user_home(), euid())
 }
 
+/// `%LOCALAPPDATA%` is the user's alone: nobody else can take the path.
 #[cfg(not(unix))]
-fn my_uid() -> u32 {
-    0
+fn default_runtime_root() -> PathBuf {
+    crate::os::default_runtime_root()
 }
 
 /// `canonical`, unless a user other than `me` owns what is there: then
@@ -108,11 +111,6 @@ fn unsquatted(canonical: PathBuf, home: &Path, me: u32) -> PathBuf {
         }
     }
     // Nothing better: the check on use says what is wrong.
-    canonical
-}
-
-#[cfg(not(unix))]
-fn unsquatted(canonical: PathBuf, _home: &Path, _me: u32) -> PathBuf {
     canonical
 }
 
