@@ -26,6 +26,7 @@ pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
 /// Accepts and serves connections until the task is dropped.
 pub async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
     let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut refused = Refused::default();
     loop {
         let (stream, from) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -38,9 +39,7 @@ pub async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
             Err(e) => return Err(e),
         };
         let Ok(place) = places.clone().try_acquire_owned() else {
-            tracing::warn!(
-                "the web server closed a connection from {from}: it holds {MAX_CONNECTIONS}, the most it may"
-            );
+            refused.count(from);
             drop(stream);
             continue;
         };
@@ -57,6 +56,38 @@ pub async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
             }
             drop(place);
         });
+    }
+}
+
+/// How often connections closed for want of a place are logged at most:
+/// the first at once, then one line for all that came in between, so that
+/// a flood of them does not fill the log.
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(60);
+
+/// Connections closed for want of a place, counted; logged seldom.
+#[derive(Default)]
+struct Refused {
+    unlogged: u64,
+    logged_at: Option<std::time::Instant>,
+}
+
+impl Refused {
+    fn count(&mut self, from: std::net::SocketAddr) {
+        self.unlogged += 1;
+        let now = std::time::Instant::now();
+        if self
+            .logged_at
+            .is_some_and(|at| now.duration_since(at) < REFUSALS_LOGGED_EVERY)
+        {
+            return;
+        }
+        tracing::warn!(
+            "the web server closed {} connection(s) in the last {} s, the last from {from}: it holds {MAX_CONNECTIONS}, the most it may",
+            self.unlogged,
+            REFUSALS_LOGGED_EVERY.as_secs()
+        );
+        self.unlogged = 0;
+        self.logged_at = Some(now);
     }
 }
 
