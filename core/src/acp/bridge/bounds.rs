@@ -41,7 +41,8 @@ pub const CONCURRENT_REPLAYS: usize = 1;
 /// Bytes of the past that joins read a second at most (after a burst):
 /// parsing the transcript and sending its updates is the runtime's work
 /// too, and a flood of joins must leave its thread to the clients already
-/// there. A 20 MB transcript joins in about 1.2 s.
+/// there. A 20 MB transcript: about 1 s of pace alone (16 MB past the
+/// burst).
 pub const REPLAY_BURST_BYTES: u32 = 4 << 20;
 pub const REPLAY_BYTES_PER_SECOND: u32 = 16 << 20;
 /// Connections refused at once, and how many a second after that: past
